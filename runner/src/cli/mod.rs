@@ -1,0 +1,34 @@
+//! Argument parsing and dispatch. Each subcommand lives in its own file.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod suite;
+
+#[derive(Parser, Debug)]
+#[command(name = "runner", version, about = "Local inference runner for the CREG suite and the Probe diagnostic")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate, check and summarise the CREG evaluation-v1.0 suite.
+    #[command(subcommand)]
+    Suite(suite::SuiteCommand),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Suite(cmd) => suite::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

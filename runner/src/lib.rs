@@ -1,0 +1,8 @@
+//! creg-runner: regenerate and check the CREG evaluation-v1.0 suite, render its prompts,
+//! decode them with local models, and score the answers against the normative reference.
+//!
+//! Data flows one way: suite -> render -> plan -> engine -> journal -> score -> report.
+//! Each stage is a module that knows the stage before it only through its output types.
+
+pub mod digest;
+pub mod suite;

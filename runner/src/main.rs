@@ -1,0 +1,7 @@
+//! The `runner` command line: parse arguments, call the library.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

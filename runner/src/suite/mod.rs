@@ -1,0 +1,3 @@
+//! Benchmark suites: CREG (`creg`) and, later, the Probe diagnostic.
+
+pub mod creg;
