@@ -6,7 +6,11 @@ use std::process::ExitCode;
 mod suite;
 
 #[derive(Parser, Debug)]
-#[command(name = "runner", version, about = "Local inference runner for the CREG suite and the Probe diagnostic")]
+#[command(
+    name = "runner",
+    version,
+    about = "Local inference runner for the CREG suite and the Probe diagnostic"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
