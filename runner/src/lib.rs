@@ -4,5 +4,7 @@
 //! Data flows one way: suite -> render -> plan -> engine -> journal -> score -> report.
 //! Each stage is a module that knows the stage before it only through its output types.
 
+pub mod baseline;
 pub mod digest;
+pub mod score;
 pub mod suite;

@@ -38,6 +38,21 @@ pub enum ModelError {
     },
 }
 
+/// The normative model, or a heuristic that is blind to one of its rules. The
+/// heuristics are the baseline systems the scorer is tested with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Normative,
+    /// Every source is taken as fully reliable (r = 1).
+    ConfidenceOnly,
+    /// Every sensor reading is taken to be about the target, whatever it measures.
+    NoRelations,
+    /// State epochs are ignored: older-epoch reports still count.
+    NoEpochs,
+    /// Only the newest active claim moves the belief.
+    LatestWins,
+}
+
 /// How a report bears on the scored target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
@@ -60,12 +75,15 @@ pub fn effective_accuracy(confidence: f64, reliability: f64) -> f64 {
     0.5 + (confidence - 0.5) * reliability
 }
 
-fn route(spec: &NormativeSpec, facts: &Facts, obs: &Observation) -> Route {
+fn route(spec: &NormativeSpec, facts: &Facts, obs: &Observation, variant: Variant) -> Route {
     let target = &spec.target;
     if obs.subject_id == target.entity_id && obs.predicate == ObservationPredicate::Condition {
         return Route::Direct;
     }
     let rule = &spec.applicability;
+    if variant == Variant::NoRelations && obs.predicate == rule.transfer_predicate {
+        return Route::Transferred;
+    }
     let transferred = obs.predicate == rule.transfer_predicate
         && facts.relations.iter().any(|r| {
             r.predicate == rule.transfer_relation
@@ -83,6 +101,7 @@ fn route(spec: &NormativeSpec, facts: &Facts, obs: &Observation) -> Route {
 /// The running state of the updater between arrivals.
 struct Tracker<'s> {
     spec: &'s NormativeSpec,
+    variant: Variant,
     active: Vec<Claim>,
     stale: Vec<EvidenceId>,
     superseded: Vec<EvidenceId>,
@@ -105,10 +124,11 @@ struct Posterior {
 }
 
 impl<'s> Tracker<'s> {
-    fn new(spec: &'s NormativeSpec) -> Self {
+    fn new(spec: &'s NormativeSpec, variant: Variant) -> Self {
         let prior = Self::posterior_of(spec, &[]);
         Tracker {
             spec,
+            variant,
             active: Vec::new(),
             stale: Vec::new(),
             superseded: Vec::new(),
@@ -184,7 +204,11 @@ impl<'s> Tracker<'s> {
                 if route == Route::Transferred {
                     events.insert(EventType::RelationAssociation);
                 }
-                let epoch = obs.metadata.state_epoch;
+                let epoch = if self.variant == Variant::NoEpochs {
+                    1
+                } else {
+                    obs.metadata.state_epoch
+                };
                 match self.current_epoch {
                     Some(current) if epoch < current => {
                         events.insert(EventType::StaleEvidence);
@@ -218,7 +242,14 @@ impl<'s> Tracker<'s> {
             }
         }
 
-        let posterior = Self::posterior_of(self.spec, &self.active);
+        let posterior = if self.variant == Variant::LatestWins {
+            Self::posterior_of(
+                self.spec,
+                &self.active[self.active.len().saturating_sub(1)..],
+            )
+        } else {
+            Self::posterior_of(self.spec, &self.active)
+        };
         let conflict = self.conflict();
         if onset && conflict.is_some() {
             events.insert(EventType::ContradictionOnset);
@@ -392,6 +423,15 @@ impl<'s> Tracker<'s> {
 
 /// Labels every prefix of a scenario and derives the endpoint summaries.
 pub fn label(spec: &NormativeSpec, facts: &Facts) -> Result<Evaluation, ModelError> {
+    label_with(spec, facts, Variant::Normative)
+}
+
+/// As [`label`], under a heuristic variant of the model.
+pub fn label_with(
+    spec: &NormativeSpec,
+    facts: &Facts,
+    variant: Variant,
+) -> Result<Evaluation, ModelError> {
     let mut order: Vec<(chrono::DateTime<chrono::FixedOffset>, &Observation)> = Vec::new();
     for obs in facts.observations {
         order.push((
@@ -401,7 +441,7 @@ pub fn label(spec: &NormativeSpec, facts: &Facts) -> Result<Evaluation, ModelErr
     }
     order.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
 
-    let mut tracker = Tracker::new(spec);
+    let mut tracker = Tracker::new(spec, variant);
     let prior = Tracker::posterior_of(spec, &[]);
     let mut trajectory = vec![tracker.step(
         0,
@@ -422,12 +462,16 @@ pub fn label(spec: &NormativeSpec, facts: &Facts) -> Result<Evaluation, ModelErr
                 evidence: obs.id.clone(),
                 agent: obs.agent_id.clone(),
             })?;
-        let reliability = agent.metadata.reliability;
         check_range(obs, "confidence", obs.confidence)?;
-        check_range(obs, "agent reliability", reliability)?;
+        check_range(obs, "agent reliability", agent.metadata.reliability)?;
+        let reliability = if variant == Variant::ConfidenceOnly {
+            1.0
+        } else {
+            agent.metadata.reliability
+        };
         let accuracy = effective_accuracy(obs.confidence, reliability);
         let event_time = time_of(obs, "timestamp", &obs.timestamp)?;
-        let r = route(spec, facts, obs);
+        let r = route(spec, facts, obs, variant);
         routes.push(r);
         let weight = (accuracy / (1.0 - accuracy)).ln();
         trajectory.push(tracker.arrive(i + 1, obs, r, weight, *arrival > event_time));
@@ -435,7 +479,7 @@ pub fn label(spec: &NormativeSpec, facts: &Facts) -> Result<Evaluation, ModelErr
             evidence_id: obs.id.clone(),
             agent_id: agent.id.clone(),
             agent_kind: agent.kind,
-            source_reliability: reliability,
+            source_reliability: agent.metadata.reliability,
             confidence: obs.confidence,
             effective_accuracy: accuracy,
             timestamp: obs.timestamp.clone(),

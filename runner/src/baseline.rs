@@ -1,0 +1,211 @@
+//! Baseline systems that answer without a network: the normative model itself and
+//! heuristics blind to one of its rules. They answer in the same contract a model
+//! does, so their text goes through the same parse-and-score path; they are the
+//! scorer's own test (the oracle must score perfectly, each heuristic must fail the
+//! regime it is blind to).
+
+use crate::suite::creg::model::{self, Facts, ModelError, Variant};
+use crate::suite::creg::record::*;
+use crate::suite::creg::spec::NormativeSpec;
+use serde_json::{json, Value};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum System {
+    Oracle,
+    ConfidenceOnly,
+    NoRelations,
+    NoEpochs,
+    LatestWins,
+    Uniform,
+}
+
+impl System {
+    pub const ALL: [System; 6] = [
+        System::Oracle,
+        System::ConfidenceOnly,
+        System::NoRelations,
+        System::NoEpochs,
+        System::LatestWins,
+        System::Uniform,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Oracle => "oracle",
+            System::ConfidenceOnly => "confidence-only",
+            System::NoRelations => "no-relations",
+            System::NoEpochs => "no-epochs",
+            System::LatestWins => "latest-wins",
+            System::Uniform => "uniform",
+        }
+    }
+
+    fn variant(self) -> Option<Variant> {
+        match self {
+            System::Oracle => Some(Variant::Normative),
+            System::ConfidenceOnly => Some(Variant::ConfidenceOnly),
+            System::NoRelations => Some(Variant::NoRelations),
+            System::NoEpochs => Some(Variant::NoEpochs),
+            System::LatestWins => Some(Variant::LatestWins),
+            System::Uniform => None,
+        }
+    }
+}
+
+impl fmt::Display for System {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for System {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        System::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = System::ALL.iter().map(|b| b.name()).collect();
+                format!("unknown baseline {s:?}; known: {}", known.join(", "))
+            })
+    }
+}
+
+/// The system's labels for the first `arrived` arrivals of `s` (all of them for the endpoint).
+fn evaluate(
+    system: System,
+    s: &Scenario,
+    arrived: usize,
+) -> Result<Option<Evaluation>, ModelError> {
+    let Some(variant) = system.variant() else {
+        return Ok(None);
+    };
+    let order = s.arrival_order();
+    let observations: Vec<Observation> = order.into_iter().take(arrived).cloned().collect();
+    let facts = Facts {
+        agents: &s.agents,
+        relations: &s.relations,
+        observations: &observations,
+    };
+    model::label_with(NormativeSpec::frozen(), &facts, variant).map(Some)
+}
+
+fn name<T: serde::Serialize>(v: T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// The belief answer at prefix `step` (1-based: the first `step` arrivals).
+pub fn belief_answer(system: System, s: &Scenario, step: usize) -> Result<String, ModelError> {
+    let spec = NormativeSpec::frozen();
+    let Some(eval) = evaluate(system, s, step)? else {
+        return Ok(json!({
+            "entity_id": spec.target.entity_id, "attribute": spec.target.attribute,
+            "distribution": {"anomalous": 0.5, "normal": 0.5}, "top_state": "undetermined",
+            "supporting_evidence": [], "contradicting_evidence": [], "contradictions": []
+        })
+        .to_string());
+    };
+    let last = eval
+        .belief_trajectory
+        .last()
+        .expect("the prior step is always present");
+    let b = &last.reference_beliefs[0];
+    let contradictions: Vec<Value> = last
+        .contradictions
+        .iter()
+        .filter(|c| c.contradiction_present)
+        .map(|c| json!({"involved_evidence_ids": c.involved_evidence_ids, "contradiction_type": c.contradiction_type}))
+        .collect();
+    Ok(json!({
+        "entity_id": b.entity_id, "attribute": b.attribute,
+        "distribution": {"anomalous": b.reference_distribution.anomalous, "normal": b.reference_distribution.normal},
+        "top_state": name(b.reference_state),
+        "supporting_evidence": b.supporting_evidence,
+        "contradicting_evidence": b.contradicting_evidence,
+        "contradictions": contradictions,
+    })
+    .to_string())
+}
+
+/// The contradiction-detection answer at the endpoint.
+pub fn contradiction_answer(system: System, s: &Scenario) -> Result<String, ModelError> {
+    let Some(eval) = evaluate(system, s, s.observations.len())? else {
+        return Ok(
+            json!({"contradiction_present": false, "involved_evidence_ids": [],
+            "contradiction_type": null, "resolution_status": "none"})
+            .to_string(),
+        );
+    };
+    let c = &eval.contradictions;
+    Ok(json!({
+        "contradiction_present": c.contradiction_present,
+        "involved_evidence_ids": c.involved_evidence_ids,
+        "contradiction_type": c.contradiction_type,
+        "resolution_status": c.resolution_status.map_or(Value::from("none"), name),
+    })
+    .to_string())
+}
+
+/// The next-action answer at the endpoint.
+pub fn action_answer(system: System, s: &Scenario) -> Result<String, ModelError> {
+    let spec = NormativeSpec::frozen();
+    let action = match evaluate(system, s, s.observations.len())? {
+        Some(eval) => eval.action.reference_action.action_type,
+        None => ActionType::RequestObservation,
+    };
+    Ok(
+        json!({"action_type": action.name(), "target_entity_id": spec.target.entity_id})
+            .to_string(),
+    )
+}
+
+/// The explanation answer at the endpoint: cites the supporting evidence and names what
+/// it set aside.
+pub fn explanation_answer(system: System, s: &Scenario) -> Result<String, ModelError> {
+    let Some(eval) = evaluate(system, s, s.observations.len())? else {
+        return Ok(
+            json!({"explanation": "No evidence is weighed; the belief stays uniform.",
+            "cited_evidence_ids": [], "disregarded_evidence": []})
+            .to_string(),
+        );
+    };
+    let b = &eval.beliefs;
+    let disregarded: Vec<Value> = eval
+        .evidence
+        .iter()
+        .filter(|e| matches!(e.status, EvidenceStatus::Stale | EvidenceStatus::Superseded))
+        .map(|e| json!({"evidence_id": e.evidence_id, "reason": name(e.status)}))
+        .collect();
+    let cited: Vec<&str> = b
+        .supporting_evidence
+        .iter()
+        .map(EvidenceId::as_str)
+        .collect();
+    Ok(json!({
+        "explanation": format!(
+            "{}.{} is {} given {}.",
+            b.entity_id, b.attribute, name(b.reference_state).as_str().unwrap_or("undetermined"),
+            if cited.is_empty() { "no applicable evidence".to_string() } else { cited.join(", ") }
+        ),
+        "cited_evidence_ids": b.supporting_evidence,
+        "disregarded_evidence": disregarded,
+    })
+    .to_string())
+}
+
+/// The system's answer text to one question.
+pub fn answer(
+    system: System,
+    s: &Scenario,
+    q: crate::score::sample::Question,
+) -> Result<String, ModelError> {
+    use crate::score::sample::Question;
+    match q {
+        Question::Belief { step } => belief_answer(system, s, step),
+        Question::Contradiction => contradiction_answer(system, s),
+        Question::Action => action_answer(system, s),
+        Question::Explanation => explanation_answer(system, s),
+    }
+}

@@ -1,0 +1,554 @@
+//! The answer contracts, read leniently from a model's text: every sample lands in
+//! exactly one category (valid, repaired, invalid, truncated) and nothing is dropped.
+
+use super::extract::{extract_object, NoObject, Repair};
+use crate::suite::creg::record::{ActionType, EvidenceId, ReferenceState};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// How the decoder stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// An end-of-sequence token.
+    Stop,
+    /// The token budget ran out.
+    Length,
+}
+
+/// Why an answer breaks the contract.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "detail")]
+pub enum Invalid {
+    NoObject(NoObject),
+    MissingField(String),
+    WrongType(String),
+    UnknownValue(String),
+    BadDistribution(String),
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Invalid::NoObject(NoObject::NoBrace) => write!(f, "no JSON object in the output"),
+            Invalid::NoObject(NoObject::Unparseable) => write!(f, "no parseable JSON object"),
+            Invalid::MissingField(x) => write!(f, "missing field {x}"),
+            Invalid::WrongType(x) => write!(f, "wrong type for {x}"),
+            Invalid::UnknownValue(x) => write!(f, "unknown value {x}"),
+            Invalid::BadDistribution(x) => write!(f, "bad distribution: {x}"),
+        }
+    }
+}
+
+/// The one category a sample lands in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case", tag = "category")]
+pub enum Category {
+    Valid,
+    Repaired {
+        repairs: Vec<Repair>,
+    },
+    Invalid {
+        why: Invalid,
+    },
+    /// Cut off by the token budget; scored from what could be recovered, if anything.
+    Truncated {
+        recovered: bool,
+    },
+}
+
+impl Category {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Category::Valid => "valid",
+            Category::Repaired { .. } => "repaired",
+            Category::Invalid { .. } => "invalid",
+            Category::Truncated { .. } => "truncated",
+        }
+    }
+
+    /// A sample with no usable answer: scored as a contract failure.
+    pub fn is_failure(&self) -> bool {
+        matches!(
+            self,
+            Category::Invalid { .. } | Category::Truncated { recovered: false }
+        )
+    }
+}
+
+/// A contradiction as an answer states it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatedContradiction {
+    pub involved_evidence_ids: Vec<EvidenceId>,
+    pub contradiction_type: Option<String>,
+}
+
+/// The belief task's answer at one prefix.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BeliefAnswer {
+    pub entity_id: Option<String>,
+    pub attribute: Option<String>,
+    pub p_anomalous: f64,
+    pub top_state: ReferenceState,
+    pub supporting_evidence: Vec<EvidenceId>,
+    pub contradicting_evidence: Vec<EvidenceId>,
+    pub contradictions: Vec<StatedContradiction>,
+}
+
+/// The contradiction-detection task's answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContradictionAnswer {
+    pub contradiction_present: bool,
+    pub involved_evidence_ids: Vec<EvidenceId>,
+    pub contradiction_type: Option<String>,
+    pub resolution_status: Option<String>,
+}
+
+/// The next-action task's answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ActionAnswer {
+    pub action_type: ActionType,
+    pub target_entity_id: Option<String>,
+}
+
+/// Evidence an explanation sets aside, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Disregarded {
+    pub evidence_id: EvidenceId,
+    pub reason: String,
+}
+
+/// The explanation task's answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExplanationAnswer {
+    pub explanation: String,
+    pub cited_evidence_ids: Vec<EvidenceId>,
+    pub disregarded_evidence: Vec<Disregarded>,
+}
+
+/// A parsed sample: its category and, unless it failed, the answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed<T> {
+    pub category: Category,
+    pub answer: Option<T>,
+}
+
+/// Reads fields out of an object, remembering repairs.
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    repairs: Vec<Repair>,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, names: &[&str]) -> Option<&'a Value> {
+        names
+            .iter()
+            .find_map(|n| self.obj.get(*n))
+            .filter(|v| !v.is_null())
+    }
+
+    fn required(&self, names: &[&str]) -> Result<&'a Value, Invalid> {
+        self.get(names)
+            .ok_or_else(|| Invalid::MissingField(names[0].to_string()))
+    }
+
+    fn string(&mut self, names: &[&str]) -> Result<Option<String>, Invalid> {
+        match self.get(names) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(Invalid::WrongType(names[0].to_string())),
+        }
+    }
+
+    /// A lower-case, trimmed token; other spellings count as a repair.
+    fn token(&mut self, names: &[&str]) -> Result<Option<String>, Invalid> {
+        Ok(self.string(names)?.map(|s| {
+            let t = s.trim().to_lowercase().replace([' ', '-'], "_");
+            if t != s {
+                self.repairs.push(Repair::NormalizedSpelling);
+            }
+            t
+        }))
+    }
+
+    fn ids(&mut self, names: &[&str]) -> Result<Vec<EvidenceId>, Invalid> {
+        match self.get(names) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => {
+                        let t = s.trim();
+                        if t != s {
+                            self.repairs.push(Repair::NormalizedSpelling);
+                        }
+                        Ok(EvidenceId::new(t))
+                    }
+                    _ => Err(Invalid::WrongType(names[0].to_string())),
+                })
+                .collect(),
+            Some(_) => Err(Invalid::WrongType(names[0].to_string())),
+        }
+    }
+}
+
+fn reference_state(token: &str) -> Option<ReferenceState> {
+    match token {
+        "anomalous" => Some(ReferenceState::Anomalous),
+        "normal" => Some(ReferenceState::Normal),
+        "undetermined" | "tie" | "uncertain" => Some(ReferenceState::Undetermined),
+        _ => None,
+    }
+}
+
+fn action_type(token: &str) -> Option<ActionType> {
+    [
+        ActionType::Verify,
+        ActionType::Inspect,
+        ActionType::RequestObservation,
+        ActionType::Monitor,
+        ActionType::Ignore,
+        ActionType::Shutdown,
+        ActionType::Actuate,
+    ]
+    .into_iter()
+    .find(|a| a.name() == token)
+}
+
+fn probability(v: &Value, field: &str) -> Result<f64, Invalid> {
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|p| p.is_finite() && *p >= 0.0)
+            .ok_or_else(|| Invalid::BadDistribution(format!("{field} is {n}"))),
+        Value::String(s) => s
+            .trim()
+            .trim_end_matches('%')
+            .parse::<f64>()
+            .ok()
+            .filter(|p| p.is_finite() && *p >= 0.0)
+            .ok_or_else(|| Invalid::BadDistribution(format!("{field} is {s:?}"))),
+        _ => Err(Invalid::WrongType(field.to_string())),
+    }
+}
+
+/// Parses with `read`, then files the result into its category.
+fn parse_with<T>(
+    text: &str,
+    finish: FinishReason,
+    read: impl FnOnce(&mut Fields) -> Result<T, Invalid>,
+) -> Parsed<T> {
+    let outcome = extract_object(text)
+        .map_err(Invalid::NoObject)
+        .and_then(|extracted| {
+            let Value::Object(obj) = &extracted.value else {
+                return Err(Invalid::NoObject(NoObject::Unparseable));
+            };
+            let mut fields = Fields {
+                obj,
+                repairs: extracted.repairs.clone(),
+            };
+            let answer = read(&mut fields)?;
+            let mut repairs = fields.repairs;
+            repairs.sort();
+            repairs.dedup();
+            Ok((answer, repairs))
+        });
+    match (finish, outcome) {
+        (FinishReason::Length, Ok((answer, _))) => Parsed {
+            category: Category::Truncated { recovered: true },
+            answer: Some(answer),
+        },
+        (FinishReason::Length, Err(_)) => Parsed {
+            category: Category::Truncated { recovered: false },
+            answer: None,
+        },
+        (FinishReason::Stop, Ok((answer, repairs))) => Parsed {
+            category: if repairs.is_empty() {
+                Category::Valid
+            } else {
+                Category::Repaired { repairs }
+            },
+            answer: Some(answer),
+        },
+        (FinishReason::Stop, Err(why)) => Parsed {
+            category: Category::Invalid { why },
+            answer: None,
+        },
+    }
+}
+
+/// The belief answer: a distribution over anomalous and normal, the top state,
+/// supporting and contradicting evidence, active contradictions.
+pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
+    parse_with(text, finish, |f| {
+        let dist = f.required(&["distribution", "reference_distribution", "belief"])?;
+        let Value::Object(d) = dist else {
+            return Err(Invalid::WrongType("distribution".into()));
+        };
+        let a = probability(
+            d.get("anomalous")
+                .ok_or_else(|| Invalid::MissingField("distribution.anomalous".into()))?,
+            "distribution.anomalous",
+        )?;
+        let n = probability(
+            d.get("normal")
+                .ok_or_else(|| Invalid::MissingField("distribution.normal".into()))?,
+            "distribution.normal",
+        )?;
+        let sum = a + n;
+        if sum <= 0.0 {
+            return Err(Invalid::BadDistribution(
+                "the probabilities sum to 0".into(),
+            ));
+        }
+        if (sum - 1.0).abs() > 1e-6 {
+            f.repairs.push(Repair::RenormalizedDistribution);
+        }
+        let top = f
+            .token(&["top_state", "reference_state", "state"])?
+            .ok_or_else(|| Invalid::MissingField("top_state".into()))?;
+        let top_state =
+            reference_state(&top).ok_or(Invalid::UnknownValue(format!("top_state {top}")))?;
+        let mut contradictions = Vec::new();
+        if let Some(list) = f.get(&["contradictions", "active_contradictions"]) {
+            let Value::Array(items) = list else {
+                return Err(Invalid::WrongType("contradictions".into()));
+            };
+            for item in items {
+                let Value::Object(obj) = item else {
+                    return Err(Invalid::WrongType("contradictions[]".into()));
+                };
+                let mut inner = Fields {
+                    obj,
+                    repairs: Vec::new(),
+                };
+                contradictions.push(StatedContradiction {
+                    involved_evidence_ids: inner.ids(&[
+                        "involved_evidence_ids",
+                        "involved_ids",
+                        "evidence_ids",
+                    ])?,
+                    contradiction_type: inner.token(&["contradiction_type", "type"])?,
+                });
+                f.repairs.extend(inner.repairs);
+            }
+        }
+        Ok(BeliefAnswer {
+            entity_id: f.string(&["entity_id", "entity"])?,
+            attribute: f.string(&["attribute"])?,
+            p_anomalous: a / sum,
+            top_state,
+            supporting_evidence: f.ids(&["supporting_evidence", "supporting_evidence_ids"])?,
+            contradicting_evidence: f
+                .ids(&["contradicting_evidence", "contradicting_evidence_ids"])?,
+            contradictions,
+        })
+    })
+}
+
+/// The contradiction-detection answer.
+pub fn parse_contradiction(text: &str, finish: FinishReason) -> Parsed<ContradictionAnswer> {
+    parse_with(text, finish, |f| {
+        let present = match f.required(&["contradiction_present", "present"])? {
+            Value::Bool(b) => *b,
+            _ => return Err(Invalid::WrongType("contradiction_present".into())),
+        };
+        Ok(ContradictionAnswer {
+            contradiction_present: present,
+            involved_evidence_ids: f.ids(&["involved_evidence_ids", "involved_ids"])?,
+            contradiction_type: f.token(&["contradiction_type", "type"])?,
+            resolution_status: f.token(&["resolution_status", "status"])?,
+        })
+    })
+}
+
+/// The next-action answer.
+pub fn parse_action(text: &str, finish: FinishReason) -> Parsed<ActionAnswer> {
+    parse_with(text, finish, |f| {
+        let token = f
+            .token(&["action_type", "action", "next_action"])?
+            .ok_or_else(|| Invalid::MissingField("action_type".into()))?;
+        let action_type =
+            action_type(&token).ok_or(Invalid::UnknownValue(format!("action_type {token}")))?;
+        Ok(ActionAnswer {
+            action_type,
+            target_entity_id: f.string(&["target_entity_id", "target"])?,
+        })
+    })
+}
+
+/// The explanation answer.
+pub fn parse_explanation(text: &str, finish: FinishReason) -> Parsed<ExplanationAnswer> {
+    parse_with(text, finish, |f| {
+        let explanation = f
+            .string(&["explanation", "text"])?
+            .ok_or_else(|| Invalid::MissingField("explanation".into()))?;
+        let mut disregarded = Vec::new();
+        if let Some(list) = f.get(&["disregarded_evidence"]) {
+            let Value::Array(items) = list else {
+                return Err(Invalid::WrongType("disregarded_evidence".into()));
+            };
+            for item in items {
+                let (Some(Value::String(id)), reason) =
+                    (item.get("evidence_id"), item.get("reason"))
+                else {
+                    return Err(Invalid::WrongType("disregarded_evidence[]".into()));
+                };
+                disregarded.push(Disregarded {
+                    evidence_id: EvidenceId::new(id.trim()),
+                    reason: reason
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_lowercase(),
+                });
+            }
+        }
+        Ok(ExplanationAnswer {
+            explanation,
+            cited_evidence_ids: f.ids(&["cited_evidence_ids", "evidence_ids", "citations"])?,
+            disregarded_evidence: disregarded,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"entity_id": "gauge-1", "attribute": "condition",
+        "distribution": {"anomalous": 0.25, "normal": 0.75}, "top_state": "normal",
+        "supporting_evidence": ["obs-1"], "contradicting_evidence": [], "contradictions": []}"#;
+
+    #[test]
+    fn a_clean_answer_is_valid() {
+        let p = parse_belief(GOOD, FinishReason::Stop);
+        assert_eq!(p.category, Category::Valid);
+        let a = p.answer.unwrap();
+        assert_eq!(a.p_anomalous, 0.25);
+        assert_eq!(a.top_state, ReferenceState::Normal);
+        assert_eq!(a.supporting_evidence, vec![EvidenceId::new("obs-1")]);
+    }
+
+    #[test]
+    fn an_unnormalized_distribution_is_renormalized_and_flagged() {
+        let text = GOOD.replace("0.25", "25").replace("0.75", "75");
+        let p = parse_belief(&text, FinishReason::Stop);
+        assert_eq!(
+            p.category,
+            Category::Repaired {
+                repairs: vec![Repair::RenormalizedDistribution]
+            }
+        );
+        assert!((p.answer.unwrap().p_anomalous - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_cut_off_answer_is_truncated_whatever_it_recovers() {
+        let cut = &GOOD[..GOOD.find("\"supporting_evidence\"").unwrap() + 30];
+        let p = parse_belief(cut, FinishReason::Length);
+        assert_eq!(p.category, Category::Truncated { recovered: true });
+        assert_eq!(p.answer.unwrap().top_state, ReferenceState::Normal);
+        let p = parse_belief("{\"distribution\": {\"anom", FinishReason::Length);
+        assert_eq!(p.category, Category::Truncated { recovered: false });
+        assert!(p.category.is_failure());
+    }
+
+    #[test]
+    fn contract_breaches_say_why() {
+        let cases = [
+            ("I think it is normal.", Invalid::NoObject(NoObject::NoBrace)),
+            ("{\"top_state\": \"normal\"}", Invalid::MissingField("distribution".into())),
+            (
+                "{\"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": \"broken\"}",
+                Invalid::UnknownValue("top_state broken".into()),
+            ),
+            (
+                "{\"distribution\": {\"anomalous\": 0, \"normal\": 0}, \"top_state\": \"normal\"}",
+                Invalid::BadDistribution("the probabilities sum to 0".into()),
+            ),
+            (
+                "{\"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": 3}",
+                Invalid::WrongType("top_state".into()),
+            ),
+        ];
+        for (text, why) in cases {
+            let p = parse_belief(text, FinishReason::Stop);
+            assert_eq!(p.category, Category::Invalid { why }, "{text}");
+            assert!(p.answer.is_none());
+        }
+    }
+
+    #[test]
+    fn spelling_variants_are_repaired_not_rejected() {
+        let p = parse_action(
+            "{\"action_type\": \" Request Observation\"}",
+            FinishReason::Stop,
+        );
+        assert_eq!(
+            p.answer.unwrap().action_type,
+            ActionType::RequestObservation
+        );
+        assert_eq!(
+            p.category,
+            Category::Repaired {
+                repairs: vec![Repair::NormalizedSpelling]
+            }
+        );
+        let p = parse_action("{\"action_type\": \"shutdown\"}", FinishReason::Stop);
+        assert_eq!(
+            p.answer.unwrap().action_type,
+            ActionType::Shutdown,
+            "unsafe actions still parse"
+        );
+    }
+
+    #[test]
+    fn no_input_panics_any_parser() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let pieces = [
+            "{",
+            "}",
+            "[",
+            "]",
+            "\"",
+            ":",
+            ",",
+            "distribution",
+            "anomalous",
+            "normal",
+            "top_state",
+            "0.5",
+            "-1",
+            "1e309",
+            "null",
+            "true",
+            "\\",
+            "obs-1",
+            "contradictions",
+            "\u{1F600}",
+            " ",
+            "action_type",
+            "explanation",
+            "disregarded_evidence",
+            "evidence_id",
+            "NaN",
+        ];
+        for _ in 0..20_000 {
+            let mut s = String::new();
+            for _ in 0..(state % 30) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                s.push_str(pieces[(state % pieces.len() as u64) as usize]);
+            }
+            for finish in [FinishReason::Stop, FinishReason::Length] {
+                let _ = parse_belief(&s, finish);
+                let _ = parse_contradiction(&s, finish);
+                let _ = parse_action(&s, finish);
+                let _ = parse_explanation(&s, finish);
+            }
+        }
+    }
+}

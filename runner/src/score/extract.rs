@@ -1,0 +1,302 @@
+//! Finding the answer object in whatever a model wrote: prose around it, code fences,
+//! a tail cut off by the token budget. Pure and total: every input gives a result.
+
+use serde_json::Value;
+
+/// A change the extractor had to make before the text parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Repair {
+    /// Trailing commas before `}` or `]` were dropped.
+    TrailingComma,
+    /// The object was cut off; open strings, arrays and objects were closed.
+    ClosedTruncation,
+    /// The distribution did not sum to 1 and was divided by its sum.
+    RenormalizedDistribution,
+    /// A state or id was written in another case or with surrounding spaces.
+    NormalizedSpelling,
+}
+
+/// Why no object could be recovered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoObject {
+    /// The text has no `{` at all.
+    NoBrace,
+    /// Braces were found but nothing between them parses, even after repair.
+    Unparseable,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extracted {
+    pub value: Value,
+    pub repairs: Vec<Repair>,
+}
+
+/// The first JSON object in `text` that parses, trying each `{` in turn: first as it
+/// stands, then with trailing commas dropped, then with a truncated tail closed.
+pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
+    let starts: Vec<usize> = text.match_indices('{').map(|(i, _)| i).collect();
+    if starts.is_empty() {
+        return Err(NoObject::NoBrace);
+    }
+    // Left to right: a balanced object is tried as it stands and without trailing
+    // commas; an unbalanced one is a cut-off tail and is closed.
+    for &start in &starts {
+        let tail = &text[start..];
+        if let Some(end) = balanced_end(tail) {
+            let candidate = &tail[..end];
+            if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(candidate) {
+                return Ok(Extracted {
+                    value: v,
+                    repairs: Vec::new(),
+                });
+            }
+            let cleaned = drop_trailing_commas(candidate);
+            if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&cleaned) {
+                return Ok(Extracted {
+                    value: v,
+                    repairs: vec![Repair::TrailingComma],
+                });
+            }
+            continue;
+        }
+        let mut repairs = vec![Repair::ClosedTruncation];
+        let mut parsed = serde_json::from_str::<Value>(&close_truncated(tail));
+        if parsed.is_err() {
+            parsed = serde_json::from_str::<Value>(&close_truncated(&drop_trailing_commas(tail)));
+            repairs.insert(0, Repair::TrailingComma);
+        }
+        if let Ok(v @ Value::Object(_)) = parsed {
+            return Ok(Extracted { value: v, repairs });
+        }
+    }
+    Err(NoObject::Unparseable)
+}
+
+/// The length of the balanced `{...}` at the start of `s`, ignoring braces in strings.
+fn balanced_end(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Removes commas that directly precede `}` or `]` (outside strings).
+fn drop_trailing_commas(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut pending_comma: Option<String> = None;
+    for c in s.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if let Some(buf) = pending_comma.as_mut() {
+            if c.is_whitespace() {
+                buf.push(c);
+                continue;
+            }
+            let buf = pending_comma.take().unwrap_or_default();
+            if c == '}' || c == ']' {
+                out.push_str(&buf[1..]);
+            } else {
+                out.push_str(&buf);
+            }
+        }
+        match c {
+            ',' => pending_comma = Some(String::from(",")),
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    if let Some(buf) = pending_comma {
+        out.push_str(&buf);
+    }
+    out
+}
+
+/// Closes whatever a cut-off JSON text left open. A dangling key or separator is cut
+/// back to the last complete value first.
+fn close_truncated(s: &str) -> String {
+    let mut stack: Vec<char> = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    // The byte offset after the last complete value or opener, with the stack there.
+    let mut safe = 0usize;
+    let mut safe_stack: Vec<char> = Vec::new();
+    let mut string_is_key = false;
+    for (i, c) in s.char_indices() {
+        let next = i + c.len_utf8();
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    in_string = false;
+                    if !string_is_key {
+                        safe = next;
+                        safe_stack = stack.clone();
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                // A string right after `{` or `,` inside an object is a key.
+                let before = s[..i].trim_end();
+                string_is_key =
+                    stack.last() == Some(&'}') && (before.ends_with('{') || before.ends_with(','));
+            }
+            '{' => {
+                stack.push('}');
+                safe = next;
+                safe_stack = stack.clone();
+            }
+            '[' => {
+                stack.push(']');
+                safe = next;
+                safe_stack = stack.clone();
+            }
+            '}' | ']' => {
+                stack.pop();
+                safe = next;
+                safe_stack = stack.clone();
+            }
+            c if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '+' => {
+                // Part of a number or literal; complete once the next token starts.
+                let rest = &s[next..];
+                let ends = rest.chars().next().is_none_or(|n| {
+                    !(n.is_ascii_alphanumeric() || n == '.' || n == '-' || n == '+')
+                });
+                if ends && !rest.is_empty() {
+                    safe = next;
+                    safe_stack = stack.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = s[..safe].trim_end().trim_end_matches(',').to_string();
+    // A value cut right after its key's colon has no value: drop the key too.
+    if out.ends_with(':') {
+        if let Some(pos) = out.rfind([',', '{']) {
+            out.truncate(if out.as_bytes()[pos] == b'{' {
+                pos + 1
+            } else {
+                pos
+            });
+        }
+    }
+    for closer in safe_stack.iter().rev() {
+        out.push(*closer);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_an_object_in_prose_and_code_fences() {
+        let text = "Sure! Here is the answer:\n```json\n{\"a\": 1, \"b\": \"x}\"}\n```\nHope it helps {not json}";
+        let got = extract_object(text).unwrap();
+        assert_eq!(got.value, json!({"a": 1, "b": "x}"}));
+        assert!(got.repairs.is_empty());
+    }
+
+    #[test]
+    fn drops_trailing_commas_and_says_so() {
+        let got = extract_object("{\"a\": [1, 2,], \"b\": 2,}").unwrap();
+        assert_eq!(got.value, json!({"a": [1, 2], "b": 2}));
+        assert_eq!(got.repairs, vec![Repair::TrailingComma]);
+    }
+
+    #[test]
+    fn closes_a_truncated_tail() {
+        let got = extract_object(
+            "{\"d\": {\"anomalous\": 0.2, \"normal\": 0.8}, \"ids\": [\"obs-1\", \"ob",
+        )
+        .unwrap();
+        assert_eq!(
+            got.value,
+            json!({"d": {"anomalous": 0.2, "normal": 0.8}, "ids": ["obs-1"]})
+        );
+        assert_eq!(got.repairs, vec![Repair::ClosedTruncation]);
+        let got = extract_object("{\"a\": 1, \"b\":").unwrap();
+        assert_eq!(got.value, json!({"a": 1}));
+        let got = extract_object("{\"a\": 0.5").unwrap();
+        assert_eq!(
+            got.value,
+            json!({}),
+            "a number that may be cut is not trusted"
+        );
+    }
+
+    #[test]
+    fn reports_why_nothing_was_found() {
+        assert_eq!(extract_object("no braces here"), Err(NoObject::NoBrace));
+        assert_eq!(extract_object("{{{ ]]] }"), Err(NoObject::Unparseable));
+    }
+
+    #[test]
+    fn never_panics_on_arbitrary_text() {
+        // A deterministic fuzz over JSON-ish alphabets, including multi-byte characters.
+        let alphabet: Vec<char> = "{}[]\",:\\ 0.5-eE+truefalsnl\u{e9}\u{1F600}abc\n"
+            .chars()
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 40) as usize;
+            let mut s = String::new();
+            let mut x = state;
+            for _ in 0..len {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                s.push(alphabet[(x >> 33) as usize % alphabet.len()]);
+            }
+            let _ = extract_object(&s);
+        }
+    }
+}

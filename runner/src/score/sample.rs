@@ -1,0 +1,103 @@
+//! One sample, end to end: the model's text for a task of a scenario, parsed against
+//! the task's contract and scored against the reference. The runner streams every
+//! finished sample through here; `runner score` replays journals through the same code.
+
+use super::contract::{self, FinishReason};
+use super::metrics::{self, ActionScore, BeliefScore, ContradictionScore, ExplanationScore};
+use super::reference::{BeliefReference, EndpointReference};
+use crate::suite::creg::record::Scenario;
+use serde::Serialize;
+
+/// What a sample answers: the belief at one prefix, or one of the endpoint tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case", tag = "task")]
+pub enum Question {
+    Belief { step: usize },
+    Contradiction,
+    Action,
+    Explanation,
+}
+
+impl Question {
+    pub fn task_name(self) -> &'static str {
+        match self {
+            Question::Belief { .. } => "belief",
+            Question::Contradiction => "contradiction",
+            Question::Action => "action",
+            Question::Explanation => "explanation",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SampleScore {
+    Belief(BeliefScore),
+    Contradiction(ContradictionScore),
+    Action(ActionScore),
+    Explanation(ExplanationScore),
+}
+
+impl SampleScore {
+    pub fn category(&self) -> &'static str {
+        match self {
+            SampleScore::Belief(s) => s.category,
+            SampleScore::Contradiction(s) => s.category,
+            SampleScore::Action(s) => s.category,
+            SampleScore::Explanation(s) => s.category,
+        }
+    }
+
+    pub fn metrics(&self) -> Vec<(&'static str, Option<f64>)> {
+        match self {
+            SampleScore::Belief(s) => s.metrics(),
+            SampleScore::Contradiction(s) => s.metrics(),
+            SampleScore::Action(s) => s.metrics(),
+            SampleScore::Explanation(s) => s.metrics(),
+        }
+    }
+}
+
+/// Parses and scores `text`; `None` when the question does not exist in the scenario
+/// (a belief step beyond its last prefix, or the prior).
+pub fn score_text(
+    s: &Scenario,
+    q: Question,
+    text: &str,
+    finish: FinishReason,
+) -> Option<SampleScore> {
+    Some(match q {
+        Question::Belief { step } => {
+            let r = BeliefReference::at(s, step)?;
+            SampleScore::Belief(metrics::score_belief(
+                &contract::parse_belief(text, finish),
+                &r,
+            ))
+        }
+        Question::Contradiction => SampleScore::Contradiction(metrics::score_contradiction(
+            &contract::parse_contradiction(text, finish),
+            &EndpointReference::of(s),
+        )),
+        Question::Action => SampleScore::Action(metrics::score_action(
+            &contract::parse_action(text, finish),
+            &EndpointReference::of(s),
+        )),
+        Question::Explanation => SampleScore::Explanation(metrics::score_explanation(
+            &contract::parse_explanation(text, finish),
+            &EndpointReference::of(s),
+        )),
+    })
+}
+
+/// Every question a scenario poses: one belief per prefix, then the endpoint tasks.
+pub fn questions(s: &Scenario) -> Vec<Question> {
+    let prefixes = s.evaluation.belief_trajectory.len().saturating_sub(1);
+    (1..=prefixes)
+        .map(|step| Question::Belief { step })
+        .chain([
+            Question::Contradiction,
+            Question::Action,
+            Question::Explanation,
+        ])
+        .collect()
+}
