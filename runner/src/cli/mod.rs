@@ -3,10 +3,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod probe;
 mod suite;
 
 #[derive(Parser, Debug)]
-#[command(name = "runner", version, about = "Local inference runner for the CREG suite and the Probe diagnostic")]
+#[command(
+    name = "runner",
+    version,
+    about = "Local inference runner for the CREG suite and the Probe diagnostic"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -17,12 +22,16 @@ enum Command {
     /// Generate, check and summarise the CREG evaluation-v1.0 suite.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
+    /// Generate, check and score the Probe diagnostic.
+    #[command(subcommand)]
+    Probe(probe::ProbeCommand),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(cmd) => suite::run(cmd),
+        Command::Probe(cmd) => probe::run(cmd),
     };
     match result {
         Ok(code) => code,
