@@ -219,3 +219,180 @@ pub fn score_pit_query(item: &PitItem, query: &PitQuery, answer: &Answer) -> Que
         current_leak: values.len() > 1 && r.mentioned.contains(&(values.len() - 1)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::generator::{generate_pit, generate_probe};
+    use super::super::super::records::{Gold, Scenario};
+    use super::*;
+
+    fn item(pred: impl Fn(&ProbeItem) -> bool) -> ProbeItem {
+        generate_probe()
+            .into_iter()
+            .find(|i| pred(i))
+            .expect("such an item exists")
+    }
+
+    fn post(item: &ProbeItem, text: &str) -> ItemScore {
+        score_probe_item(
+            item,
+            &ProbeResponse {
+                pre: Answer::text(item.gold_pre.as_str()),
+                post: Answer::text(text),
+                ..ProbeResponse::default()
+            },
+        )
+    }
+
+    fn derived() -> ProbeItem {
+        item(|i| i.contradicted == Contradicted::Derived && i.hop_depth.get() == 2)
+    }
+
+    #[test]
+    fn naming_both_old_and_new_value_is_not_correct() {
+        let it = derived();
+        let (old, new) = (it.gold_pre.as_str(), it.gold_post.as_str());
+        let s = post(&it, &format!("{old} or {new}"));
+        assert_eq!(s.post, Outcome::Other);
+        assert!(!s.post_em);
+        assert_eq!(
+            post(&it, &format!("It is {new} now.")).post,
+            Outcome::Correct
+        );
+        assert!(post(&it, new).post_em);
+        assert!(!post(&it, &format!("It is {new} now.")).post_em);
+    }
+
+    #[test]
+    fn old_value_is_stale_and_a_third_value_is_other() {
+        let it = derived();
+        assert_eq!(post(&it, it.gold_pre.as_str()).post, Outcome::Stale);
+        assert_eq!(post(&it, "Reykjavik").post, Outcome::Other);
+        assert_eq!(post(&it, "I don't know").post, Outcome::OverAbstain);
+        assert_eq!(post(&it, "").post, Outcome::Empty);
+    }
+
+    #[test]
+    fn abstention_gets_credit_only_when_the_gold_is_unknown() {
+        let it = item(|i| i.gold_post.is_unknown() && i.hop_depth.get() == 3);
+        assert_eq!(
+            post(&it, "I can't determine that any more.").post,
+            Outcome::Abstain
+        );
+        assert_eq!(post(&it, "unknown").post, Outcome::Abstain);
+        let flagged = score_probe_item(
+            &it,
+            &ProbeResponse {
+                post: Answer::abstention(),
+                ..ProbeResponse::default()
+            },
+        );
+        assert_eq!(flagged.post, Outcome::Abstain);
+        assert!(flagged.post_em);
+        // A hedge that names the old value is scored as that value.
+        let hedge = format!("Not sure, probably {}", it.gold_pre);
+        assert_eq!(post(&it, &hedge).post, Outcome::Stale);
+        assert_eq!(post(&it, "Mars Base One").post, Outcome::Hallucinated);
+        assert!(Outcome::Abstain.is_correct() && !Outcome::Hallucinated.is_correct());
+    }
+
+    #[test]
+    fn daylight_saving_question_accepts_yes_and_no() {
+        let it = item(|i| {
+            i.hop_depth.get() == 4
+                && i.contradicted == Contradicted::Derived
+                && i.domain == super::super::super::records::Domain::Employment
+        });
+        let gold_no = crate::suite::probe::scoring::normalize::normalize(it.gold_post.as_str())
+            .contains("standard");
+        let (right, wrong) = if gold_no {
+            ("No, it doesn't.", "Yes.")
+        } else {
+            ("Yes, it does.", "No.")
+        };
+        assert_eq!(post(&it, right).post, Outcome::Correct, "{}", it.gold_post);
+        assert_eq!(post(&it, wrong).post, Outcome::Stale);
+    }
+
+    #[test]
+    fn invalidation_recall_and_over_invalidation() {
+        let it = item(|i| i.contradicted == Contradicted::Asserted && i.hop_depth.get() == 3);
+        let s = score_probe_item(
+            &it,
+            &ProbeResponse {
+                invalidated: Some(vec![it.gold_invalidated[0].to_string()]),
+                ..ProbeResponse::default()
+            },
+        );
+        let inv = s.invalidation.unwrap();
+        assert_eq!((inv.hits, inv.total, inv.over), (1, 3, 0));
+        assert_eq!(inv.positions, vec![(1, true), (2, false), (3, false)]);
+        let d = derived();
+        let root = chain(d.domain).root.to_string();
+        let s = score_probe_item(
+            &d,
+            &ProbeResponse {
+                invalidated: Some(vec![root, d.gold_invalidated[0].to_string().to_uppercase()]),
+                ..ProbeResponse::default()
+            },
+        );
+        let inv = s.invalidation.unwrap();
+        assert_eq!((inv.hits, inv.total, inv.over), (1, 1, 1));
+    }
+
+    #[test]
+    fn pit_retracted_and_current_value_leaks() {
+        let items = generate_pit();
+        let it = items
+            .iter()
+            .find(|i| i.scenario == Scenario::CorrectionThenUpdate)
+            .unwrap();
+        let values = pit_values(it);
+        let q = &it.queries[1];
+        assert_eq!(q.gold, Gold::Value(values[1].clone()));
+        let s = score_pit_query(it, q, &Answer::text(&values[0]));
+        assert_eq!(s.outcome, Outcome::Other);
+        assert!(s.retracted_leak && !s.current_leak);
+        let s = score_pit_query(it, q, &Answer::text(&values[2]));
+        assert!(s.current_leak && !s.retracted_leak);
+        assert_eq!(
+            score_pit_query(it, q, &Answer::text(&values[1])).outcome,
+            Outcome::Correct
+        );
+        let before = &it.queries[0];
+        assert_eq!(
+            score_pit_query(it, before, &Answer::text("Nothing yet, unknown")).outcome,
+            Outcome::Abstain
+        );
+        assert_eq!(
+            score_pit_query(it, before, &Answer::text(&values[0])).outcome,
+            Outcome::Hallucinated
+        );
+    }
+
+    #[test]
+    fn no_text_makes_scoring_panic() {
+        let texts = [
+            "",
+            "\u{feff}",
+            "   ",
+            "?!",
+            "unknown unknown",
+            "ÄÖÜ ß ﬀ",
+            "\n\n\t",
+            "yes no yes no",
+        ];
+        for it in generate_probe() {
+            for t in texts {
+                let _ = post(&it, t);
+            }
+        }
+        for it in generate_pit() {
+            for q in &it.queries {
+                for t in texts {
+                    let _ = score_pit_query(&it, q, &Answer::text(t));
+                }
+            }
+        }
+    }
+}
