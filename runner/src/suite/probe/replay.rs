@@ -272,3 +272,94 @@ pub fn check_date(d: &str, field: &str) -> Result<(), ReplayError> {
         .map(|_| ())
         .map_err(|e| err(field, format!("`{d}` is not an ISO date: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::generator::{generate_pit, generate_probe};
+    use super::super::records::{OracleRetraction, Relation, Scenario};
+    use super::*;
+
+    fn pit(scenario: Scenario) -> PitItem {
+        generate_pit()
+            .into_iter()
+            .find(|i| i.scenario == scenario)
+            .unwrap()
+    }
+
+    fn values(item: &PitItem) -> Vec<String> {
+        item.oracle_facts
+            .iter()
+            .flatten()
+            .map(|f| f.object.clone())
+            .collect()
+    }
+
+    #[test]
+    fn update_closes_and_correction_rewrites_the_past() {
+        let d = pit(Scenario::DoubleUpdate);
+        let v = values(&d);
+        let r = replay_pit(&d).unwrap();
+        assert_eq!(as_of(&r, "2020-01-01").unwrap(), Gold::Unknown);
+        assert_eq!(as_of(&r, "2024-01-15").unwrap(), Gold::Value(v[0].clone()));
+        assert_eq!(as_of(&r, "2025-01-15").unwrap(), Gold::Value(v[1].clone()));
+        assert_eq!(as_of(&r, "2030-01-01").unwrap(), Gold::Value(v[2].clone()));
+
+        let c = pit(Scenario::CorrectionThenUpdate);
+        let v = values(&c);
+        let r = replay_pit(&c).unwrap();
+        assert_eq!(as_of(&r, "2024-01-15").unwrap(), Gold::Value(v[1].clone()));
+        assert_eq!(as_of(&r, "2030-01-01").unwrap(), Gold::Value(v[2].clone()));
+    }
+
+    #[test]
+    fn dateless_correction_inherits_the_corrected_start() {
+        let mut c = pit(Scenario::CorrectionThenUpdate);
+        let s = c
+            .oracle_facts
+            .iter()
+            .position(|f| f.iter().any(|x| x.is_correction))
+            .unwrap();
+        c.oracle_facts[s][0].valid_from = None;
+        let v = values(&c);
+        let r = replay_pit(&c).unwrap();
+        assert_eq!(as_of(&r, "2023-05-01").unwrap(), Gold::Value(v[1].clone()));
+    }
+
+    #[test]
+    fn wrong_retraction_voids_the_record() {
+        let mut d = pit(Scenario::DoubleUpdate);
+        let first = values(&d)[0].clone();
+        d.oracle_retractions[1].push(OracleRetraction {
+            subject: "user".into(),
+            relation: Relation("works_at".into()),
+            object: first,
+            was_wrong: true,
+        });
+        let r = replay_pit(&d).unwrap();
+        assert_eq!(as_of(&r, "2024-01-15").unwrap(), Gold::Unknown);
+    }
+
+    #[test]
+    fn bad_dates_are_reported_with_their_field() {
+        let mut d = pit(Scenario::DoubleUpdate);
+        d.oracle_facts[0][0].valid_from = Some("April 2023".into());
+        assert_eq!(
+            replay_pit(&d).unwrap_err().field,
+            "oracle_facts[0].valid_from"
+        );
+    }
+
+    #[test]
+    fn final_session_must_hold_one_event() {
+        let mut item = generate_probe().remove(0);
+        let extra = item.oracle_facts.last().unwrap()[0].clone();
+        item.oracle_facts.last_mut().unwrap().push(extra);
+        assert!(replay_probe(&item)
+            .unwrap_err()
+            .message
+            .contains("exactly one event"));
+        let mut item = generate_probe().remove(0);
+        item.oracle_facts.iter_mut().for_each(Vec::clear);
+        assert!(replay_probe(&item).is_err());
+    }
+}
