@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod probe;
 mod suite;
 
 #[derive(Parser, Debug)]
@@ -21,12 +22,16 @@ enum Command {
     /// Generate, check and summarise the CREG evaluation-v1.0 suite.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
+    /// Generate, check and score the Probe diagnostic.
+    #[command(subcommand)]
+    Probe(probe::ProbeCommand),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(cmd) => suite::run(cmd),
+        Command::Probe(cmd) => probe::run(cmd),
     };
     match result {
         Ok(code) => code,

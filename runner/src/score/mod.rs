@@ -4,6 +4,7 @@
 //! Scoring is pure: `score_*` functions take a sample and its reference and do no I/O;
 //! streaming and aggregation sit around them.
 
+pub mod bootstrap;
 pub mod contract;
 pub mod extract;
 pub mod metrics;

@@ -1,3 +1,4 @@
-//! Benchmark suites: CREG (`creg`) and, later, the Probe diagnostic.
+//! Benchmark suites: CREG (`creg`) and the Probe diagnostic (`probe`).
 
 pub mod creg;
+pub mod probe;

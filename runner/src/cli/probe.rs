@@ -1,0 +1,153 @@
+//! `runner probe ...`: generate, check, summarise and score the Probe diagnostic.
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use runner::digest::sha256_hex;
+use runner::suite::probe::baselines::System;
+use runner::suite::probe::checker::{check_pit, check_probe, Stats};
+use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
+use runner::suite::probe::loader::{load_any, ProbeFile};
+use runner::suite::probe::scoring::{score_pit, score_probe};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum ProbeCommand {
+    /// Write probe.json and probe_pit.json from the project's own templates.
+    Generate {
+        /// Output folder.
+        #[arg(long, default_value = "outputs/probe")]
+        out: PathBuf,
+    },
+    /// Check files (probe.json or probe_pit.json, told apart by their ids).
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print counts per design axis of a file.
+    Stats { file: PathBuf },
+    /// Score a baseline system and print the score table (markdown).
+    Baseline {
+        #[arg(long)]
+        system: System,
+        /// A probe.json or probe_pit.json; without it, the freshly generated pair.
+        file: Option<PathBuf>,
+    },
+}
+
+pub fn run(cmd: ProbeCommand) -> Result<ExitCode> {
+    match cmd {
+        ProbeCommand::Generate { out } => generate(&out),
+        ProbeCommand::Check { files } => check(&files),
+        ProbeCommand::Stats { file } => stats(&file),
+        ProbeCommand::Baseline { system, file } => baseline(system, file),
+    }
+}
+
+fn generate(out: &std::path::Path) -> Result<ExitCode> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let files = [
+        ("probe.json", to_json(&generate_probe())),
+        ("probe_pit.json", to_json(&generate_pit())),
+    ];
+    let mut sums = String::new();
+    for (name, body) in &files {
+        let path = out.join(name);
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+        sums.push_str(&format!("{}  {name}\n", sha256_hex(body.as_bytes())));
+        println!("wrote {}", path.display());
+    }
+    std::fs::write(out.join("SHA256SUMS"), &sums)?;
+    print!("{sums}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(files: &[PathBuf]) -> Result<ExitCode> {
+    let mut failed = false;
+    for path in files {
+        let findings = match load_any(path)? {
+            ProbeFile::Probe(items) => check_probe(&items),
+            ProbeFile::Pit(items) => check_pit(&items),
+        };
+        if findings.is_empty() {
+            println!("{}: ok", path.display());
+        } else {
+            failed = true;
+            for f in &findings {
+                eprintln!("{}: {f}", path.display());
+            }
+            eprintln!("{}: {} problem(s)", path.display(), findings.len());
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn stats(path: &std::path::Path) -> Result<ExitCode> {
+    match load_any(path)? {
+        ProbeFile::Probe(items) => {
+            let s = Stats::of(&items);
+            println!("| axis | value | items |\n| --- | --- | --- |");
+            let axes = [
+                ("hop_depth", &s.hop_depth),
+                ("contradicted", &s.contradicted),
+                ("axis", &s.axis),
+                ("density", &s.density),
+                ("confidence", &s.confidence),
+                ("domain", &s.domain),
+                ("gold_axis", &s.gold_axis),
+                ("sessions", &s.sessions),
+            ];
+            for (axis, table) in axes {
+                for (value, n) in table {
+                    println!("| {axis} | {value} | {n} |");
+                }
+            }
+            println!("| gold_post | unknown | {} |", s.gold_post_unknown);
+            println!("| all | | {} |", s.items);
+        }
+        ProbeFile::Pit(items) => {
+            println!("| pit_id | domain | scenario | density | sessions | queries |\n| --- | --- | --- | --- | --- | --- |");
+            for i in &items {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} |",
+                    i.pit_id,
+                    i.domain,
+                    i.scenario,
+                    i.density,
+                    i.sessions.len(),
+                    i.queries.len()
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn baseline(system: System, file: Option<PathBuf>) -> Result<ExitCode> {
+    let files = match file {
+        Some(path) => vec![load_any(&path)?],
+        None => vec![
+            ProbeFile::Probe(generate_probe()),
+            ProbeFile::Pit(generate_pit()),
+        ],
+    };
+    for f in files {
+        match f {
+            ProbeFile::Probe(items) => {
+                let responses: Vec<_> = items.iter().map(|i| system.answer_probe(i)).collect();
+                let pairs: Vec<_> = items.iter().zip(&responses).collect();
+                println!("{}", score_probe(system.name(), &pairs).to_markdown());
+            }
+            ProbeFile::Pit(items) => {
+                let responses: Vec<_> = items.iter().map(|i| system.answer_pit(i)).collect();
+                let pairs: Vec<_> = items.iter().zip(&responses).collect();
+                println!("{}", score_pit(system.name(), &pairs).to_markdown());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,152 @@
+//! Systems that answer without a network, to pin the scorer's ends.
+//!
+//! * `oracle` answers the golds; it must score perfectly.
+//! * `no-propagation` reads the oracle facts as a parser would and remembers the chain
+//!   exactly as it was stated: the latest stated root and the link values in the order
+//!   they were stated. It replaces a value only when the same statement is made again,
+//!   never re-derives what hangs off a changed root, ignores user-level statements about
+//!   derived conclusions (it keeps no conclusions), and ignores withdrawals, which state
+//!   no new value. So it answers the last stated value: right on hop-1 replacements,
+//!   stale on every derived and multi-hop item.
+
+use super::records::{Axis, PitItem, ProbeItem};
+use super::scoring::{Answer, PitResponse, ProbeResponse};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum System {
+    Oracle,
+    NoPropagation,
+}
+
+impl System {
+    pub const ALL: [System; 2] = [System::Oracle, System::NoPropagation];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Oracle => "oracle",
+            System::NoPropagation => "no-propagation",
+        }
+    }
+
+    pub fn answer_probe(self, item: &ProbeItem) -> ProbeResponse {
+        match self {
+            System::Oracle => oracle_probe(item),
+            System::NoPropagation => no_propagation_probe(item),
+        }
+    }
+
+    pub fn answer_pit(self, item: &PitItem) -> PitResponse {
+        match self {
+            System::Oracle => PitResponse {
+                answers: item
+                    .queries
+                    .iter()
+                    .map(|q| gold_answer(q.gold.value()))
+                    .collect(),
+            },
+            System::NoPropagation => {
+                let last = item
+                    .oracle_facts
+                    .iter()
+                    .flatten()
+                    .rfind(|f| f.subject == "user")
+                    .map(|f| f.object.clone());
+                PitResponse {
+                    answers: item
+                        .queries
+                        .iter()
+                        .map(|_| gold_answer(last.as_deref()))
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for System {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown system `{0}` (expected oracle or no-propagation)")]
+pub struct UnknownSystem(String);
+
+impl FromStr for System {
+    type Err = UnknownSystem;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        System::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| UnknownSystem(s.to_string()))
+    }
+}
+
+fn gold_answer(value: Option<&str>) -> Answer {
+    match value {
+        Some(v) => Answer::text(v),
+        None => Answer::abstention(),
+    }
+}
+
+fn oracle_probe(item: &ProbeItem) -> ProbeResponse {
+    ProbeResponse {
+        pre: gold_answer(item.gold_pre.value()),
+        post: gold_answer(item.gold_post.value()),
+        invalidated: Some(item.gold_invalidated.iter().map(|r| r.0.clone()).collect()),
+        axis_pred: Some(item.gold_axis),
+    }
+}
+
+/// The value at chain position k as stated in the first `sessions` sessions.
+fn stated_value(item: &ProbeItem, sessions: usize, k: usize) -> Option<String> {
+    let mut facts = item.oracle_facts.iter().take(sessions).flatten();
+    let root_relation = item
+        .oracle_facts
+        .iter()
+        .flatten()
+        .find(|f| f.subject == "user")?
+        .relation
+        .clone();
+    if k == 1 {
+        return facts
+            .rfind(|f| f.subject == "user" && f.relation == root_relation)
+            .map(|f| f.object.clone());
+    }
+    facts
+        .filter(|f| f.subject != "user")
+        .nth(k - 2)
+        .map(|f| f.object.clone())
+}
+
+fn no_propagation_probe(item: &ProbeItem) -> ProbeResponse {
+    let n = item.oracle_facts.len();
+    let k = usize::from(item.hop_depth.get());
+    let root_relation = item
+        .oracle_facts
+        .iter()
+        .flatten()
+        .find(|f| f.subject == "user")
+        .map(|f| f.relation.clone());
+    let restated_root = item
+        .oracle_facts
+        .last()
+        .into_iter()
+        .flatten()
+        .any(|f| f.subject == "user" && Some(&f.relation) == root_relation.as_ref());
+    ProbeResponse {
+        pre: gold_answer(stated_value(item, n.saturating_sub(1), k).as_deref()),
+        post: gold_answer(stated_value(item, n, k).as_deref()),
+        invalidated: Some(
+            root_relation
+                .filter(|_| restated_root)
+                .map(|r| vec![r.0])
+                .unwrap_or_default(),
+        ),
+        axis_pred: Some(Axis::Update),
+    }
+}

@@ -1,0 +1,402 @@
+//! Matching model text against gold values: aliases, whole-token mentions of the
+//! item's candidate values, exact match, and abstention.
+//!
+//! Candidates are searched together, longest alias first, and a matched span hides
+//! the shorter aliases inside it, so "it does not" is not also read as "it does", and
+//! "Central Standard" would not count as a mention of "Central".
+
+use super::super::chains::AnswerKind;
+use super::normalize::{tokens, value_tokens};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Version of the alias rules; reports carry it because scores depend on it.
+pub const ALIAS_VERSION: &str = "probe-aliases-1";
+/// Version of the abstention phrase list.
+pub const ABSTENTION_VERSION: &str = "probe-abstain-1";
+
+/// A model answer: free text, optionally with a structured abstention flag.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Answer {
+    pub text: String,
+    #[serde(default)]
+    pub abstain: bool,
+}
+
+impl Answer {
+    pub fn text(text: impl Into<String>) -> Answer {
+        Answer {
+            text: text.into(),
+            abstain: false,
+        }
+    }
+
+    pub fn abstention() -> Answer {
+        Answer {
+            text: "unknown".to_string(),
+            abstain: true,
+        }
+    }
+}
+
+/// One alias as normalised tokens. `leading_only` aliases (bare "yes"/"no") count only
+/// as the first word of the answer, so "no idea" is not read as "no".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alias {
+    pub tokens: Vec<String>,
+    pub leading_only: bool,
+}
+
+fn alias(words: &[&str]) -> Alias {
+    Alias {
+        tokens: words.iter().map(|w| w.to_string()).collect(),
+        leading_only: false,
+    }
+}
+
+const YES: &[&[&str]] = &[
+    &["observes", "dst"],
+    &["observes", "daylight", "saving"],
+    &["observes", "daylight", "savings"],
+    &["does", "observe", "dst"],
+    &["does", "observe", "daylight", "saving"],
+    &["it", "does"],
+    &["they", "do"],
+];
+const NO: &[&[&str]] = &[
+    &["does", "not", "observe"],
+    &["doesnt", "observe"],
+    &["do", "not", "observe"],
+    &["dont", "observe"],
+    &["never", "observes"],
+    &["stays", "on", "standard", "time"],
+    &["stay", "on", "standard", "time"],
+    &["standard", "time", "all", "year"],
+    &["no", "daylight", "saving"],
+    &["it", "does", "not"],
+    &["it", "doesnt"],
+    &["they", "do", "not"],
+    &["they", "dont"],
+];
+
+/// Whether a daylight-saving policy phrase says the clocks never change.
+fn is_no_dst(value_tokens: &[String]) -> bool {
+    let text = value_tokens.join(" ");
+    [
+        "standard time",
+        "no daylight",
+        "not observe",
+        "never observe",
+        "doesnt observe",
+    ]
+    .iter()
+    .any(|p| text.contains(p))
+}
+
+/// All aliases of a gold value: the value itself, its punctuation-free spelling, its
+/// singular/plural twin, and the rules of its answer kind.
+pub fn aliases(value: &str, kind: AnswerKind) -> Vec<Alias> {
+    let base = value_tokens(value);
+    if base.is_empty() {
+        return vec![];
+    }
+    let mut out = vec![Alias {
+        tokens: base.clone(),
+        leading_only: false,
+    }];
+    // "Tempo Builder 16/45" also as "tempo builder 1645".
+    let joined: Vec<String> = value
+        .split_whitespace()
+        .map(|w| value_tokens(w).concat())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let joined = value_tokens(&joined.join(" "));
+    out.push(Alias {
+        tokens: joined,
+        leading_only: false,
+    });
+    let mut twin = base.clone();
+    let last = twin.last_mut().expect("base is not empty");
+    if last.chars().all(char::is_alphabetic) && last.chars().count() > 3 {
+        if let Some(stem) = last.strip_suffix('s') {
+            *last = stem.to_string();
+        } else {
+            last.push('s');
+        }
+        out.push(Alias {
+            tokens: twin,
+            leading_only: false,
+        });
+    }
+    match kind {
+        AnswerKind::Name => {}
+        AnswerKind::TimeZone => {
+            for suffix in [
+                &["time"][..],
+                &["time", "zone"],
+                &["timezone"],
+                &["standard", "time"],
+            ] {
+                let mut t = base.clone();
+                t.extend(suffix.iter().map(|s| s.to_string()));
+                out.push(Alias {
+                    tokens: t,
+                    leading_only: false,
+                });
+            }
+        }
+        AnswerKind::DstPolicy => {
+            let (words, bare) = if is_no_dst(&base) {
+                (NO, "no")
+            } else {
+                (YES, "yes")
+            };
+            out.extend(words.iter().map(|w| alias(w)));
+            out.push(Alias {
+                tokens: vec![bare.to_string()],
+                leading_only: true,
+            });
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// Abstention phrases, matched as whole-token spans of the normalised answer.
+const ABSTAIN: &[&str] = &[
+    "unknown",
+    "i dont know",
+    "i do not know",
+    "dont know",
+    "do not know",
+    "cannot determine",
+    "cant determine",
+    "can not determine",
+    "cannot be determined",
+    "cant be determined",
+    "cannot tell",
+    "cant tell",
+    "cannot say",
+    "cant say",
+    "no longer known",
+    "not known",
+    "you havent told me",
+    "you have not told me",
+    "havent mentioned",
+    "have not mentioned",
+    "not available",
+    "no information",
+    "not enough information",
+    "no way to know",
+    "not sure",
+    "unclear",
+    "no idea",
+];
+
+/// How an answer reads against an item's candidates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    /// Indices of the candidates the answer mentions.
+    pub mentioned: BTreeSet<usize>,
+    /// Candidates the whole answer equals exactly (after normalisation).
+    pub exact: BTreeSet<usize>,
+    /// Refusal to give a value: the flag, or an abstention phrase with no candidate named.
+    pub abstained: bool,
+    /// The answer has no words at all.
+    pub empty: bool,
+}
+
+impl Reading {
+    /// Normalised match: names this candidate and no other.
+    pub fn names_only(&self, candidate: usize) -> bool {
+        self.mentioned.len() == 1 && self.mentioned.contains(&candidate)
+    }
+}
+
+fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) -> Vec<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return vec![];
+    }
+    let last = if leading_only {
+        0
+    } else {
+        hay.len() - needle.len()
+    };
+    (0..=last)
+        .filter(|&i| {
+            hay[i..i + needle.len()] == *needle && !masked[i..i + needle.len()].iter().any(|m| *m)
+        })
+        .collect()
+}
+
+/// Read an answer against candidate values (each with its aliases).
+pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
+    let words = tokens(&answer.text);
+    let whole = value_tokens(&answer.text);
+    let mut all: Vec<(usize, &Alias)> = candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| a.iter().map(move |x| (i, x)))
+        .collect();
+    all.sort_by_key(|(_, a)| std::cmp::Reverse(a.tokens.len()));
+    let mut masked = vec![false; words.len()];
+    let mut mentioned = BTreeSet::new();
+    for (i, a) in &all {
+        let hits = find(&words, &a.tokens, &masked, a.leading_only);
+        for start in &hits {
+            masked[*start..*start + a.tokens.len()]
+                .iter_mut()
+                .for_each(|m| *m = true);
+        }
+        if !hits.is_empty() {
+            mentioned.insert(*i);
+        }
+    }
+    let exact = candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.iter().any(|x| x.tokens == whole))
+        .map(|(i, _)| i)
+        .collect();
+    let no_mask = vec![false; words.len()];
+    let phrase = ABSTAIN.iter().any(|p| {
+        let p: Vec<String> = p.split(' ').map(str::to_string).collect();
+        !find(&words, &p, &no_mask, false).is_empty()
+    });
+    Reading {
+        abstained: answer.abstain || (phrase && mentioned.is_empty()),
+        empty: words.is_empty(),
+        mentioned,
+        exact,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(values: &[&str]) -> Vec<Vec<Alias>> {
+        values
+            .iter()
+            .map(|v| aliases(v, AnswerKind::Name))
+            .collect()
+    }
+
+    #[test]
+    fn either_or_answer_names_two_candidates_and_is_not_a_match() {
+        let c = names(&["Denver", "Portland"]);
+        let r = read(&Answer::text("Denver or Portland"), &c);
+        assert_eq!(r.mentioned.len(), 2);
+        assert!(!r.names_only(1));
+        assert!(read(&Answer::text("You work in Portland now."), &c).names_only(1));
+    }
+
+    #[test]
+    fn punctuation_case_and_articles_do_not_matter() {
+        let c = names(&["Tempo Builder 16/45", "Galloway Run-Walk"]);
+        for text in [
+            "tempo builder 16/45",
+            "TEMPO BUILDER 1645",
+            "The Tempo Builder 16-45 plan.",
+        ] {
+            let r = read(&Answer::text(text), &c);
+            assert!(r.names_only(0), "{text}: {r:?}");
+        }
+        assert!(read(&Answer::text("the Tempo Builder 16/45"), &c)
+            .exact
+            .contains(&0));
+        assert!(!read(&Answer::text("Tempo Builder"), &c).names_only(0));
+    }
+
+    #[test]
+    fn ampersand_and_word_and_are_the_same() {
+        let c = names(&["Sable & Finch"]);
+        assert!(read(&Answer::text("Sable and Finch"), &c)
+            .exact
+            .contains(&0));
+    }
+
+    #[test]
+    fn time_zone_aliases() {
+        let c = vec![
+            aliases("Central", AnswerKind::TimeZone),
+            aliases("Eastern", AnswerKind::TimeZone),
+        ];
+        for text in [
+            "Central Time",
+            "the Central time zone",
+            "central timezone",
+            "CENTRAL",
+        ] {
+            assert!(read(&Answer::text(text), &c).names_only(0), "{text}");
+        }
+    }
+
+    #[test]
+    fn yes_no_aliases_for_the_daylight_saving_question() {
+        let yes = "observes daylight saving time";
+        let no = "stays on standard time all year";
+        let c = vec![
+            aliases(yes, AnswerKind::DstPolicy),
+            aliases(no, AnswerKind::DstPolicy),
+        ];
+        assert!(read(&Answer::text("Yes."), &c).names_only(0));
+        assert!(read(&Answer::text("Yes, it observes DST"), &c).names_only(0));
+        assert!(read(
+            &Answer::text("No, it does not observe daylight saving."),
+            &c
+        )
+        .names_only(1));
+        assert!(read(&Answer::text("It doesn't observe DST"), &c).names_only(1));
+        // "it does not" must not also be read as "it does".
+        assert!(read(&Answer::text("It does not."), &c).names_only(1));
+        // A bare "no" counts only as the first word.
+        let r = read(&Answer::text("I have no idea"), &c);
+        assert!(r.mentioned.is_empty() && r.abstained);
+    }
+
+    #[test]
+    fn abstention_needs_the_phrase_or_the_flag_and_no_value() {
+        let c = names(&["Chicago"]);
+        assert!(read(&Answer::text("I don't know."), &c).abstained);
+        assert!(read(&Answer::text("That's no longer known."), &c).abstained);
+        assert!(
+            read(
+                &Answer {
+                    text: "".into(),
+                    abstain: true
+                },
+                &c
+            )
+            .abstained
+        );
+        assert!(!read(&Answer::text("Not sure, probably Chicago"), &c).abstained);
+        assert!(!read(&Answer::text("Chicago"), &c).abstained);
+        let empty = read(&Answer::text("  ...  "), &c);
+        assert!(empty.empty && !empty.abstained);
+    }
+
+    #[test]
+    fn plural_twin_matches_days() {
+        let c = names(&["Sundays", "Saturdays"]);
+        assert!(read(&Answer::text("On Sunday"), &c).names_only(0));
+    }
+
+    #[test]
+    fn hostile_text_never_panics() {
+        let c = names(&["Chicago", "x"]);
+        for text in [
+            "",
+            " ",
+            "\u{0}",
+            "🙂🙂",
+            "ﬁ ﬂ",
+            &"a ".repeat(5000),
+            "'''&&&///",
+        ] {
+            let _ = read(&Answer::text(text), &c);
+        }
+        let _ = read(&Answer::text("Chicago"), &[]);
+        let _ = aliases("", AnswerKind::DstPolicy);
+    }
+}

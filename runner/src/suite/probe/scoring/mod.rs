@@ -1,0 +1,12 @@
+//! Scoring per the proposed Probe scoring: normalised answer matching with aliases,
+//! abstention credit, outcome classes, and the aggregated reports. Everything here is
+//! pure: no I/O, and no model text can make it panic.
+
+pub mod matching;
+pub mod normalize;
+pub mod outcome;
+pub mod report;
+
+pub use matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};
+pub use outcome::{score_pit_query, score_probe_item, ItemScore, Outcome, ProbeResponse};
+pub use report::{score_pit, score_probe, PitReport, PitResponse, ProbeReport};

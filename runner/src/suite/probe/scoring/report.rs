@@ -1,0 +1,467 @@
+//! Aggregation of item scores into the Probe and PIT reports, with 95% intervals from a
+//! bootstrap clustered by item (several samples of one item, e.g. seeds, move together).
+
+use super::super::records::{Contradicted, PitItem, ProbeItem, Scenario, AFTER_FIRST_FACT};
+use super::matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};
+use super::outcome::{
+    score_pit_query, score_probe_item, ItemScore, Outcome, ProbeResponse, QueryScore,
+};
+use crate::score::bootstrap::{mean_ci, Estimate};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Abstention {
+    /// Abstentions over items whose gold_post is "unknown".
+    pub recall: Option<f64>,
+    /// Correct abstentions over all abstentions.
+    pub precision: Option<f64>,
+    pub f1: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Invalidation {
+    pub micro_recall: f64,
+    pub macro_recall: f64,
+    /// Asserted items: share that invalidated each chain position.
+    pub by_chain_position: BTreeMap<String, f64>,
+    /// Share of items that invalidated a chain relation that stays current.
+    pub over_invalidation: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeReport {
+    pub system: String,
+    pub alias_version: &'static str,
+    pub abstention_version: &'static str,
+    pub items: usize,
+    pub samples: usize,
+    pub pre_acc: Option<Estimate>,
+    pub post_acc: Option<Estimate>,
+    pub post_em: Option<Estimate>,
+    /// Post accuracy over samples whose pre answer was right.
+    pub post_acc_given_pre: Option<Estimate>,
+    pub stale_rate: Option<Estimate>,
+    pub abstention: Abstention,
+    pub invalidation: Option<Invalidation>,
+    pub axis_acc: Option<f64>,
+    pub outcomes: BTreeMap<Outcome, usize>,
+    /// Breakdown name -> cell label -> post accuracy.
+    pub by: BTreeMap<String, BTreeMap<String, Estimate>>,
+}
+
+struct Sample<'a> {
+    item: &'a ProbeItem,
+    score: ItemScore,
+}
+
+fn ratio(num: usize, den: usize) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+/// Mean of `value` over the samples that pass `keep`, clustered by item.
+fn clustered<F, V>(samples: &[Sample], keep: F, value: V) -> Option<Estimate>
+where
+    F: Fn(&Sample) -> bool,
+    V: Fn(&Sample) -> f64,
+{
+    let mut clusters: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| keep(s)) {
+        clusters
+            .entry(s.item.probe_id.as_str())
+            .or_default()
+            .push(value(s));
+    }
+    mean_ci(&clusters.into_values().collect::<Vec<_>>())
+}
+
+fn post_correct(s: &Sample) -> f64 {
+    f64::from(u8::from(s.score.post.is_correct()))
+}
+
+type KeyFn = fn(&ProbeItem) -> String;
+
+fn is_withdrawal(i: &ProbeItem) -> bool {
+    i.oracle_retractions.last().is_some_and(|r| !r.is_empty())
+}
+
+/// The breakdowns of the report: main effects, hop x each axis, and the asserted
+/// hop-1 split into replacement and withdrawal.
+fn breakdowns() -> Vec<(&'static str, KeyFn)> {
+    vec![
+        ("hop_depth", |i| i.hop_depth.to_string()),
+        ("hop_x_contradicted", |i| {
+            format!("{} {}", i.hop_depth, i.contradicted)
+        }),
+        ("contradicted", |i| i.contradicted.to_string()),
+        ("axis", |i| i.axis.to_string()),
+        ("density", |i| i.density.to_string()),
+        ("confidence", |i| i.confidence.to_string()),
+        ("domain", |i| i.domain.to_string()),
+        ("hop_x_axis", |i| format!("{} {}", i.hop_depth, i.axis)),
+        ("hop_x_density", |i| {
+            format!("{} {}", i.hop_depth, i.density)
+        }),
+        ("hop_x_confidence", |i| {
+            format!("{} {}", i.hop_depth, i.confidence)
+        }),
+        ("hop_x_domain", |i| format!("{} {}", i.hop_depth, i.domain)),
+        ("gold_post_kind", |i| {
+            if i.gold_post.is_unknown() {
+                "unknown"
+            } else {
+                "value"
+            }
+            .to_string()
+        }),
+        ("asserted_hop1", |i| {
+            if i.hop_depth.get() == 1 && i.contradicted == Contradicted::Asserted {
+                if is_withdrawal(i) {
+                    "withdrawal"
+                } else {
+                    "replacement"
+                }
+                .to_string()
+            } else {
+                String::new()
+            }
+        }),
+    ]
+}
+
+/// Score every (item, response) pair; an item may appear several times (seeds).
+pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> ProbeReport {
+    let samples: Vec<Sample> = pairs
+        .iter()
+        .map(|(item, r)| Sample {
+            item,
+            score: score_probe_item(item, r),
+        })
+        .collect();
+    let mut items: Vec<&str> = samples.iter().map(|s| s.item.probe_id.as_str()).collect();
+    items.sort_unstable();
+    items.dedup();
+
+    let mut outcomes = BTreeMap::new();
+    for s in &samples {
+        *outcomes.entry(s.score.post).or_insert(0) += 1;
+    }
+
+    let unknown = samples
+        .iter()
+        .filter(|s| s.item.gold_post.is_unknown())
+        .count();
+    let abstained = samples
+        .iter()
+        .filter(|s| matches!(s.score.post, Outcome::Abstain | Outcome::OverAbstain))
+        .count();
+    let right = samples
+        .iter()
+        .filter(|s| s.score.post == Outcome::Abstain)
+        .count();
+    let recall = ratio(right, unknown);
+    let precision = ratio(right, abstained);
+    let f1 = match (recall, precision) {
+        (Some(r), Some(p)) if r + p > 0.0 => Some(2.0 * r * p / (r + p)),
+        (Some(_), Some(_)) => Some(0.0),
+        _ => None,
+    };
+
+    let with_inv: Vec<(&Sample, &super::outcome::InvalidationScore)> = samples
+        .iter()
+        .filter_map(|s| s.score.invalidation.as_ref().map(|v| (s, v)))
+        .collect();
+    let invalidation = (!with_inv.is_empty()).then(|| {
+        let hits: usize = with_inv.iter().map(|(_, v)| v.hits).sum();
+        let total: usize = with_inv.iter().map(|(_, v)| v.total).sum();
+        let macro_sum: f64 = with_inv
+            .iter()
+            .map(|(_, v)| ratio(v.hits, v.total).unwrap_or(1.0))
+            .sum();
+        let mut positions: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (_, v) in &with_inv {
+            for (p, hit) in &v.positions {
+                let e = positions.entry(p.to_string()).or_default();
+                e.0 += usize::from(*hit);
+                e.1 += 1;
+            }
+        }
+        Invalidation {
+            micro_recall: ratio(hits, total).unwrap_or(1.0),
+            macro_recall: macro_sum / with_inv.len() as f64,
+            by_chain_position: positions
+                .into_iter()
+                .map(|(p, (h, n))| (p, h as f64 / n as f64))
+                .collect(),
+            over_invalidation: with_inv.iter().filter(|(_, v)| v.over > 0).count() as f64
+                / with_inv.len() as f64,
+        }
+    });
+    let axis_preds: Vec<bool> = samples
+        .iter()
+        .filter_map(|s| s.score.axis_correct)
+        .collect();
+
+    let mut by = BTreeMap::new();
+    for (name, key) in breakdowns() {
+        let mut cells: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
+        for s in &samples {
+            let k = key(s.item);
+            if !k.is_empty() {
+                cells.entry(k).or_default().push(s);
+            }
+        }
+        let table: BTreeMap<String, Estimate> = cells
+            .into_iter()
+            .filter_map(|(k, group)| {
+                let mut clusters: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+                for s in group {
+                    clusters
+                        .entry(s.item.probe_id.as_str())
+                        .or_default()
+                        .push(post_correct(s));
+                }
+                mean_ci(&clusters.into_values().collect::<Vec<_>>()).map(|e| (k, e))
+            })
+            .collect();
+        by.insert(name.to_string(), table);
+    }
+
+    ProbeReport {
+        system: system.to_string(),
+        alias_version: ALIAS_VERSION,
+        abstention_version: ABSTENTION_VERSION,
+        items: items.len(),
+        samples: samples.len(),
+        pre_acc: clustered(
+            &samples,
+            |_| true,
+            |s| f64::from(u8::from(s.score.pre.is_correct())),
+        ),
+        post_acc: clustered(&samples, |_| true, post_correct),
+        post_em: clustered(&samples, |_| true, |s| f64::from(u8::from(s.score.post_em))),
+        post_acc_given_pre: clustered(&samples, |s| s.score.pre.is_correct(), post_correct),
+        stale_rate: clustered(
+            &samples,
+            |_| true,
+            |s| f64::from(u8::from(s.score.post == Outcome::Stale)),
+        ),
+        abstention: Abstention {
+            recall,
+            precision,
+            f1,
+        },
+        invalidation,
+        axis_acc: ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len()),
+        outcomes,
+        by,
+    }
+}
+
+/// A system's answers to the queries of one PIT item, parallel to `queries`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PitResponse {
+    pub answers: Vec<Answer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PitReport {
+    pub system: String,
+    pub items: usize,
+    pub n_queries: usize,
+    pub by_label: BTreeMap<String, Estimate>,
+    pub by_scenario_label: BTreeMap<String, Estimate>,
+    /// Correction histories at `after_first_fact`: share naming the corrected-away value.
+    pub retracted_leak: Option<f64>,
+    /// Share of all queries naming the final, current value.
+    pub current_state_leak: Option<f64>,
+    pub item_all_correct: Option<f64>,
+    /// Descriptive only: two items per cell.
+    pub by_domain: BTreeMap<String, f64>,
+    pub by_density: BTreeMap<String, f64>,
+}
+
+/// Score PIT items; a missing answer counts as an empty one.
+pub fn score_pit(system: &str, pairs: &[(&PitItem, &PitResponse)]) -> PitReport {
+    let mut scored: Vec<(&PitItem, &str, QueryScore)> = Vec::new();
+    let mut all_correct = Vec::new();
+    for (item, response) in pairs {
+        let mut ok = true;
+        for (j, q) in item.queries.iter().enumerate() {
+            let empty = Answer::default();
+            let a = response.answers.get(j).unwrap_or(&empty);
+            let s = score_pit_query(item, q, a);
+            ok &= s.outcome.is_correct();
+            scored.push((item, q.label.as_str(), s));
+        }
+        all_correct.push(ok);
+    }
+    let group = |key: &dyn Fn(&PitItem, &str) -> String| {
+        let mut cells: BTreeMap<String, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+        for (item, label, s) in &scored {
+            cells
+                .entry(key(item, label))
+                .or_default()
+                .entry(item.pit_id.as_str())
+                .or_default()
+                .push(f64::from(u8::from(s.outcome.is_correct())));
+        }
+        cells
+            .into_iter()
+            .filter_map(|(k, c)| mean_ci(&c.into_values().collect::<Vec<_>>()).map(|e| (k, e)))
+            .collect::<BTreeMap<String, Estimate>>()
+    };
+    let leak_pool: Vec<&QueryScore> = scored
+        .iter()
+        .filter(|(i, l, _)| i.scenario == Scenario::CorrectionThenUpdate && *l == AFTER_FIRST_FACT)
+        .map(|(_, _, s)| s)
+        .collect();
+    let mut items: Vec<&str> = pairs.iter().map(|(i, _)| i.pit_id.as_str()).collect();
+    items.sort_unstable();
+    items.dedup();
+    PitReport {
+        system: system.to_string(),
+        items: items.len(),
+        n_queries: scored.len(),
+        by_label: group(&|_, l| l.to_string()),
+        by_scenario_label: group(&|i, l| format!("{} {l}", i.scenario)),
+        retracted_leak: ratio(
+            leak_pool.iter().filter(|s| s.retracted_leak).count(),
+            leak_pool.len(),
+        ),
+        current_state_leak: ratio(
+            scored.iter().filter(|(_, _, s)| s.current_leak).count(),
+            scored.len(),
+        ),
+        item_all_correct: ratio(
+            all_correct.iter().filter(|b| **b).count(),
+            all_correct.len(),
+        ),
+        by_domain: group(&|i, _| i.domain.to_string())
+            .into_iter()
+            .map(|(k, e)| (k, e.mean))
+            .collect(),
+        by_density: group(&|i, _| i.density.to_string())
+            .into_iter()
+            .map(|(k, e)| (k, e.mean))
+            .collect(),
+    }
+}
+
+fn pct(e: &Option<Estimate>) -> String {
+    match e {
+        Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi),
+        None => "n/a".to_string(),
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}"))
+}
+
+impl ProbeReport {
+    /// Markdown tables: headline metrics, then every breakdown with n and 95% CI.
+    pub fn to_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "## Probe: {} ({} items, {} samples)\n",
+            self.system, self.items, self.samples
+        );
+        let _ = writeln!(s, "| metric | value [95% CI] |\n| --- | --- |");
+        let rows = [
+            ("post accuracy (NM)", pct(&self.post_acc)),
+            ("post EM", pct(&self.post_em)),
+            ("pre accuracy", pct(&self.pre_acc)),
+            (
+                "post accuracy given pre correct",
+                pct(&self.post_acc_given_pre),
+            ),
+            ("stale rate", pct(&self.stale_rate)),
+            ("abstention recall", opt(self.abstention.recall)),
+            ("abstention precision", opt(self.abstention.precision)),
+            ("abstention F1", opt(self.abstention.f1)),
+            (
+                "invalidation micro recall",
+                opt(self.invalidation.as_ref().map(|i| i.micro_recall)),
+            ),
+            (
+                "invalidation macro recall",
+                opt(self.invalidation.as_ref().map(|i| i.macro_recall)),
+            ),
+            (
+                "over-invalidation",
+                opt(self.invalidation.as_ref().map(|i| i.over_invalidation)),
+            ),
+            ("axis accuracy", opt(self.axis_acc)),
+        ];
+        for (k, v) in rows {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        if let Some(inv) = &self.invalidation {
+            for (p, r) in &inv.by_chain_position {
+                let _ = writeln!(s, "| invalidation recall, chain position {p} | {r:.3} |");
+            }
+        }
+        let outcomes: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(o, n)| format!("{o:?}={n}").to_lowercase())
+            .collect();
+        let _ = writeln!(s, "| post outcomes | {} |", outcomes.join(", "));
+        let _ = writeln!(
+            s,
+            "\nAliases `{}`, abstention phrases `{}`; intervals: bootstrap clustered by item.",
+            self.alias_version, self.abstention_version
+        );
+        let _ = writeln!(
+            s,
+            "\n| breakdown | cell | n | post accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
+        );
+        for (name, table) in &self.by {
+            for (cell, e) in table {
+                let _ = writeln!(
+                    s,
+                    "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
+                    e.clusters, e.mean, e.lo, e.hi
+                );
+            }
+        }
+        s
+    }
+}
+
+impl PitReport {
+    pub fn to_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "## Probe PIT (exploratory, not human-validated): {} ({} items, {} queries)\n",
+            self.system, self.items, self.n_queries
+        );
+        let _ = writeln!(
+            s,
+            "| cell | n | accuracy | 95% CI |\n| --- | --- | --- | --- |"
+        );
+        for (k, e) in self.by_label.iter().chain(&self.by_scenario_label) {
+            let _ = writeln!(
+                s,
+                "| {k} | {} | {:.3} | [{:.3}, {:.3}] |",
+                e.clusters, e.mean, e.lo, e.hi
+            );
+        }
+        let _ = writeln!(s, "\n| metric | value |\n| --- | --- |");
+        let _ = writeln!(s, "| retracted-value leak | {} |", opt(self.retracted_leak));
+        let _ = writeln!(
+            s,
+            "| current-state leak | {} |",
+            opt(self.current_state_leak)
+        );
+        let _ = writeln!(s, "| item all correct | {} |", opt(self.item_all_correct));
+        for (k, v) in self.by_domain.iter().chain(&self.by_density) {
+            let _ = writeln!(s, "| {k} (descriptive) | {v:.3} |");
+        }
+        s
+    }
+}

@@ -1,0 +1,140 @@
+//! Baseline profiles: the oracle scores perfectly; no-propagation is right only on the
+//! hop-1 replacement cells and stale everywhere else. Checked on the generated files
+//! and, where present, on the published v0 file.
+
+use runner::suite::probe::baselines::System;
+use runner::suite::probe::generator::{generate_pit, generate_probe};
+use runner::suite::probe::loader::load_probe;
+use runner::suite::probe::records::{Contradicted, PitItem, ProbeItem};
+use runner::suite::probe::scoring::{score_pit, score_probe, score_probe_item, Outcome};
+use std::path::PathBuf;
+
+fn v0() -> Option<Vec<ProbeItem>> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
+    if !p.exists() {
+        println!("note: {} is absent; skipping the v0 baselines", p.display());
+        return None;
+    }
+    Some(load_probe(&p).unwrap())
+}
+
+fn assert_oracle_perfect(items: &[ProbeItem]) {
+    let responses: Vec<_> = items
+        .iter()
+        .map(|i| System::Oracle.answer_probe(i))
+        .collect();
+    let pairs: Vec<_> = items.iter().zip(&responses).collect();
+    let r = score_probe("oracle", &pairs);
+    assert_eq!(r.post_acc.unwrap().mean, 1.0);
+    assert_eq!(r.pre_acc.unwrap().mean, 1.0);
+    assert_eq!(r.post_em.unwrap().mean, 1.0);
+    assert_eq!(r.stale_rate.unwrap().mean, 0.0);
+    assert_eq!(r.abstention.recall, Some(1.0));
+    assert_eq!(r.abstention.precision, Some(1.0));
+    let inv = r.invalidation.unwrap();
+    assert_eq!(
+        (inv.micro_recall, inv.macro_recall, inv.over_invalidation),
+        (1.0, 1.0, 0.0)
+    );
+    assert!(inv.by_chain_position.values().all(|v| *v == 1.0));
+    assert_eq!(r.axis_acc, Some(1.0));
+    for table in r.by.values() {
+        for (cell, e) in table {
+            assert_eq!((e.mean, e.lo, e.hi), (1.0, 1.0, 1.0), "{cell}");
+        }
+    }
+}
+
+fn is_withdrawal(i: &ProbeItem) -> bool {
+    i.oracle_retractions.last().is_some_and(|r| !r.is_empty())
+}
+
+fn assert_no_propagation_profile(items: &[ProbeItem]) {
+    for item in items {
+        let s = score_probe_item(item, &System::NoPropagation.answer_probe(item));
+        assert_eq!(
+            s.pre,
+            Outcome::Correct,
+            "{}: the stated chain is remembered",
+            item.probe_id
+        );
+        let replacement = item.hop_depth.get() == 1
+            && item.contradicted == Contradicted::Asserted
+            && !is_withdrawal(item);
+        let want = if replacement {
+            Outcome::Correct
+        } else {
+            Outcome::Stale
+        };
+        assert_eq!(s.post, want, "{}", item.probe_id);
+    }
+    let responses: Vec<_> = items
+        .iter()
+        .map(|i| System::NoPropagation.answer_probe(i))
+        .collect();
+    let pairs: Vec<_> = items.iter().zip(&responses).collect();
+    let r = score_probe("no-propagation", &pairs);
+    let cells = &r.by["hop_x_contradicted"];
+    for (cell, e) in cells {
+        if cell.starts_with('1') {
+            assert!(e.mean > 0.5, "{cell}");
+        } else {
+            assert_eq!(e.mean, 0.0, "{cell}: derived and multi-hop cells fail");
+        }
+    }
+    assert_eq!(r.by["asserted_hop1"]["replacement"].mean, 1.0);
+    assert_eq!(r.by["asserted_hop1"]["withdrawal"].mean, 0.0);
+    assert_eq!(r.abstention.recall, Some(0.0));
+    assert_eq!(r.axis_acc, Some(0.5));
+    let inv = r.invalidation.unwrap();
+    for p in ["2", "3", "4"] {
+        assert_eq!(
+            inv.by_chain_position[p], 0.0,
+            "position {p} is never propagated to"
+        );
+    }
+}
+
+#[test]
+fn oracle_is_perfect_on_the_generated_file() {
+    assert_oracle_perfect(&generate_probe());
+}
+
+#[test]
+fn no_propagation_fails_derived_and_multi_hop_cells_on_the_generated_file() {
+    assert_no_propagation_profile(&generate_probe());
+}
+
+#[test]
+fn baselines_on_the_published_v0_file() {
+    let Some(items) = v0() else { return };
+    assert_oracle_perfect(&items);
+    assert_no_propagation_profile(&items);
+}
+
+fn pit(system: System, items: &[PitItem]) -> runner::suite::probe::scoring::PitReport {
+    let responses: Vec<_> = items.iter().map(|i| system.answer_pit(i)).collect();
+    let pairs: Vec<_> = items.iter().zip(&responses).collect();
+    score_pit(system.name(), &pairs)
+}
+
+#[test]
+fn pit_baselines() {
+    let items = generate_pit();
+    let o = pit(System::Oracle, &items);
+    assert_eq!(o.n_queries, 24);
+    assert_eq!(o.item_all_correct, Some(1.0));
+    assert!(o
+        .by_label
+        .values()
+        .all(|e| e.mean == 1.0 && e.clusters == 8));
+    assert_eq!(
+        (o.retracted_leak, o.current_state_leak),
+        (Some(0.0), Some(0.0))
+    );
+    // Answering the current value everywhere: every historical query is wrong.
+    let n = pit(System::NoPropagation, &items);
+    assert_eq!(n.current_state_leak, Some(1.0));
+    assert!(n.by_label.values().all(|e| e.mean == 0.0));
+    assert_eq!(n.item_all_correct, Some(0.0));
+}

@@ -1,0 +1,108 @@
+//! The `runner probe` commands end to end: generate, check (and its exit status on a
+//! defect), stats, baseline.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn runner(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(args)
+        .output()
+        .expect("the runner binary starts")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("probe-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn generate_then_check_then_reject_a_mutated_gold() {
+    let dir = scratch("gen");
+    let out = runner(&["probe", "generate", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let probe = dir.join("probe.json");
+    let pit = dir.join("probe_pit.json");
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    assert!(sums.contains("  probe.json\n") && sums.contains("  probe_pit.json\n"));
+
+    let out = runner(&[
+        "probe",
+        "check",
+        probe.to_str().unwrap(),
+        pit.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let mut items: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&probe).unwrap()).unwrap();
+    let id = items[30]["probe_id"].as_str().unwrap().to_string();
+    items[30]["gold_pre"] = serde_json::json!("Atlantis");
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, serde_json::to_string(&items).unwrap()).unwrap();
+    let out = runner(&["probe", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("item {id}, field `gold_pre`")),
+        "{err}"
+    );
+
+    let out = runner(&["probe", "stats", probe.to_str().unwrap()]);
+    assert!(text(&out.stdout).contains("| all | | 168 |"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unreadable_input_fails_with_the_file_named() {
+    let dir = scratch("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("truncated.json");
+    std::fs::write(&bad, "[{\"probe_id\": \"x\"").unwrap();
+    let out = runner(&["probe", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("truncated.json: not valid JSON"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn baseline_prints_a_markdown_table() {
+    let out = runner(&["probe", "baseline", "--system", "oracle"]);
+    assert!(out.status.success());
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("| post accuracy (NM) | 1.000 [1.000, 1.000] |"),
+        "{s}"
+    );
+    assert!(s.contains("## Probe PIT"));
+    let out = runner(&["probe", "baseline", "--system", "nonsense"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn published_v0_file_checks_and_scores() {
+    let v0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
+    if !v0.exists() {
+        println!("note: {} is absent; skipping", v0.display());
+        return;
+    }
+    let out = runner(&["probe", "check", v0.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = runner(&[
+        "probe",
+        "baseline",
+        "--system",
+        "no-propagation",
+        v0.to_str().unwrap(),
+    ]);
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("| hop_x_contradicted | 4 derived | 24 | 0.000 |"),
+        "{s}"
+    );
+}
