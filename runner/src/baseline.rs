@@ -209,3 +209,39 @@ pub fn answer(
         Question::Explanation => explanation_answer(system, s),
     }
 }
+
+/// Answers every question of `suite` with `system`, under each named condition and seed
+/// (a baseline's answer depends on neither), and scores the text like a model's.
+pub fn run_suite(
+    system: System,
+    suite: &[Scenario],
+    conditions: &[String],
+    seeds: &[u64],
+) -> Result<Vec<crate::score::aggregate::Scored>, ModelError> {
+    use crate::score::contract::FinishReason;
+    use crate::score::sample::{questions, score_text};
+    let mut out = Vec::new();
+    for s in suite {
+        for q in questions(s) {
+            let text = answer(system, s, q)?;
+            let Some(score) = score_text(s, q, &text, FinishReason::Stop) else {
+                continue;
+            };
+            for condition in conditions {
+                for &seed in seeds {
+                    out.push(crate::score::aggregate::Scored {
+                        model: system.name().to_string(),
+                        condition: condition.clone(),
+                        seed,
+                        scenario: s.id.clone(),
+                        regime: s.metadata.trajectory_regime,
+                        pair_id: s.metadata.counterfactual_pair_id.clone(),
+                        question: q,
+                        score: score.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod probe;
+mod score;
 mod suite;
 
 #[derive(Parser, Debug)]
@@ -25,6 +26,11 @@ enum Command {
     /// Generate, check and score the Probe diagnostic.
     #[command(subcommand)]
     Probe(probe::ProbeCommand),
+    /// Run a baseline system (no network) over the suite and write its reports.
+    Baseline(score::BaselineArgs),
+    /// The embedded scorer: benchmarks (journal rescoring arrives with the runner).
+    #[command(subcommand)]
+    Score(score::ScoreCommand),
 }
 
 pub fn main() -> ExitCode {
@@ -32,6 +38,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Suite(cmd) => suite::run(cmd),
         Command::Probe(cmd) => probe::run(cmd),
+        Command::Baseline(args) => score::baseline(args),
+        Command::Score(cmd) => score::run(cmd),
     };
     match result {
         Ok(code) => code,

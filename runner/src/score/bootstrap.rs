@@ -153,3 +153,115 @@ mod tests {
         assert!((0..10_000).all(|_| rng.below(3) < 3));
     }
 }
+
+/// Many metrics over the same clusters at once: `clusters[c][m]` is the (sum, count) of
+/// metric `m` in cluster `c`. Each resample draws whole clusters once and pools every
+/// metric from the same draw, so the intervals of related metrics are computed from
+/// identical resamples (and the cost of drawing is shared). A metric with no value in a
+/// resample skips that resample; `None` for a metric with no value at all.
+pub fn cluster_bootstrap_many(
+    clusters: &[Vec<(f64, usize)>],
+    resamples: usize,
+    seed: u64,
+) -> Vec<Option<Estimate>> {
+    let metrics = clusters.first().map_or(0, Vec::len);
+    let n = clusters.len();
+    let total = |m: usize| {
+        clusters
+            .iter()
+            .fold((0.0, 0usize, 0usize), |(s, c, k), cl| {
+                (s + cl[m].0, c + cl[m].1, k + usize::from(cl[m].1 > 0))
+            })
+    };
+    // Most metrics are present in every sample, so their counts coincide: pool counts
+    // once per distinct count column rather than once per metric.
+    let column = |m: usize| clusters.iter().map(|c| c[m].1).collect::<Vec<usize>>();
+    let mut classes: Vec<Vec<usize>> = Vec::new();
+    let class_of: Vec<usize> = (0..metrics)
+        .map(|m| {
+            let col = column(m);
+            classes.iter().position(|c| *c == col).unwrap_or_else(|| {
+                classes.push(col);
+                classes.len() - 1
+            })
+        })
+        .collect();
+    let k = classes.len();
+    // Flat, contiguous rows so the pooling loops vectorize.
+    let flat_sums: Vec<f64> = clusters
+        .iter()
+        .flat_map(|c| c.iter().map(|x| x.0))
+        .collect();
+    let flat_counts: Vec<f64> = (0..n)
+        .flat_map(|c| classes.iter().map(move |col| col[c] as f64))
+        .collect();
+    let mut rng = SplitMix64::new(seed);
+    let mut means: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); metrics];
+    let mut sums = vec![0.0; metrics];
+    let mut counts = vec![0.0; k];
+    for _ in 0..resamples.max(1) {
+        sums.fill(0.0);
+        counts.fill(0.0);
+        for _ in 0..n {
+            let c = rng.below(n);
+            for (acc, x) in sums
+                .iter_mut()
+                .zip(&flat_sums[c * metrics..(c + 1) * metrics])
+            {
+                *acc += x;
+            }
+            for (acc, x) in counts.iter_mut().zip(&flat_counts[c * k..(c + 1) * k]) {
+                *acc += x;
+            }
+        }
+        for m in 0..metrics {
+            let count = counts[class_of[m]];
+            if count > 0.0 {
+                means[m].push(sums[m] / count);
+            }
+        }
+    }
+    (0..metrics)
+        .map(|m| {
+            let (sum, values, nonempty) = total(m);
+            let boot = &mut means[m];
+            if values == 0 || boot.is_empty() {
+                return None;
+            }
+            boot.sort_by(f64::total_cmp);
+            Some(Estimate {
+                clusters: nonempty,
+                values,
+                mean: sum / values as f64,
+                lo: percentile(boot, 0.025),
+                hi: percentile(boot, 0.975),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod many_tests {
+    use super::*;
+
+    #[test]
+    fn many_agrees_with_single_metric_bootstrap_on_means_and_brackets_them() {
+        let clusters: Vec<Vec<f64>> = (0..60)
+            .map(|i| vec![(i % 3) as f64, ((i * 7) % 5) as f64 / 4.0])
+            .collect();
+        let single = cluster_bootstrap(&clusters, 1000, 7).unwrap();
+        let packed: Vec<Vec<(f64, usize)>> = clusters
+            .iter()
+            .map(|c| vec![(c.iter().sum(), c.len()), (c[0], 1), (0.0, 0)])
+            .collect();
+        let many = cluster_bootstrap_many(&packed, 1000, 7);
+        let pooled = many[0].unwrap();
+        assert_eq!(pooled.mean, single.mean);
+        assert_eq!((pooled.clusters, pooled.values), (60, 120));
+        assert!((pooled.lo - single.lo).abs() < 0.05 && (pooled.hi - single.hi).abs() < 0.05);
+        let first = many[1].unwrap();
+        assert!((first.mean - 1.0).abs() < 1e-12);
+        assert!(first.lo < first.mean && first.mean < first.hi);
+        assert!(many[2].is_none(), "a metric with no values has no estimate");
+    }
+}

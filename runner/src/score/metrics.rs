@@ -83,6 +83,7 @@ pub struct BeliefScore {
     /// the trajectory metrics that compare consecutive prefixes.
     pub p_anomalous: f64,
     pub top_state: Option<ReferenceState>,
+    pub reference_p_anomalous: f64,
     pub abs_error: f64,
     pub total_variation: f64,
     pub brier: f64,
@@ -113,6 +114,7 @@ pub fn score_belief(parsed: &Parsed<BeliefAnswer>, r: &BeliefReference) -> Belie
             contract_failure: true,
             p_anomalous: p,
             top_state: None,
+            reference_p_anomalous: q,
             abs_error,
             total_variation: abs_error,
             brier: 2.0 * abs_error * abs_error,
@@ -144,6 +146,7 @@ pub fn score_belief(parsed: &Parsed<BeliefAnswer>, r: &BeliefReference) -> Belie
         contract_failure: parsed.category.is_failure(),
         p_anomalous: p,
         top_state: Some(a.top_state),
+        reference_p_anomalous: q,
         abs_error,
         // For two states the total variation distance equals the absolute error.
         total_variation: abs_error,
