@@ -6,5 +6,6 @@
 
 pub mod baseline;
 pub mod digest;
+pub mod journal;
 pub mod score;
 pub mod suite;
