@@ -80,6 +80,10 @@ fn baseline_prints_a_markdown_table() {
         "{s}"
     );
     assert!(s.contains("## Probe PIT"));
+    let out = runner(&["probe", "baseline", "--system", "oracle", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["probe"]["post_acc"]["mean"], 1.0);
+    assert_eq!(v["pit"]["n_queries"], 24);
     let out = runner(&["probe", "baseline", "--system", "nonsense"]);
     assert!(!out.status.success());
 }

@@ -32,6 +32,9 @@ pub enum ProbeCommand {
         system: System,
         /// A probe.json or probe_pit.json; without it, the freshly generated pair.
         file: Option<PathBuf>,
+        /// Print the report as JSON instead of markdown.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -40,7 +43,7 @@ pub fn run(cmd: ProbeCommand) -> Result<ExitCode> {
         ProbeCommand::Generate { out } => generate(&out),
         ProbeCommand::Check { files } => check(&files),
         ProbeCommand::Stats { file } => stats(&file),
-        ProbeCommand::Baseline { system, file } => baseline(system, file),
+        ProbeCommand::Baseline { system, file, json } => baseline(system, file, json),
     }
 }
 
@@ -87,10 +90,12 @@ fn check(files: &[PathBuf]) -> Result<ExitCode> {
 }
 
 fn stats(path: &std::path::Path) -> Result<ExitCode> {
+    use std::fmt::Write;
+    let mut out = String::new();
     match load_any(path)? {
         ProbeFile::Probe(items) => {
             let s = Stats::of(&items);
-            println!("| axis | value | items |\n| --- | --- | --- |");
+            writeln!(out, "| axis | value | items |\n| --- | --- | --- |")?;
             let axes = [
                 ("hop_depth", &s.hop_depth),
                 ("contradicted", &s.contradicted),
@@ -103,16 +108,20 @@ fn stats(path: &std::path::Path) -> Result<ExitCode> {
             ];
             for (axis, table) in axes {
                 for (value, n) in table {
-                    println!("| {axis} | {value} | {n} |");
+                    writeln!(out, "| {axis} | {value} | {n} |")?;
                 }
             }
-            println!("| gold_post | unknown | {} |", s.gold_post_unknown);
-            println!("| all | | {} |", s.items);
+            writeln!(out, "| gold_post | unknown | {} |", s.gold_post_unknown)?;
+            writeln!(out, "| all | | {} |", s.items)?;
         }
         ProbeFile::Pit(items) => {
-            println!("| pit_id | domain | scenario | density | sessions | queries |\n| --- | --- | --- | --- | --- | --- |");
+            writeln!(
+                out,
+                "| pit_id | domain | scenario | density | sessions | queries |\n| --- | --- | --- | --- | --- | --- |"
+            )?;
             for i in &items {
-                println!(
+                writeln!(
+                    out,
                     "| {} | {} | {} | {} | {} | {} |",
                     i.pit_id,
                     i.domain,
@@ -120,14 +129,14 @@ fn stats(path: &std::path::Path) -> Result<ExitCode> {
                     i.density,
                     i.sessions.len(),
                     i.queries.len()
-                );
+                )?;
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    emit(&out)
 }
 
-fn baseline(system: System, file: Option<PathBuf>) -> Result<ExitCode> {
+fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCode> {
     let files = match file {
         Some(path) => vec![load_any(&path)?],
         None => vec![
@@ -135,19 +144,44 @@ fn baseline(system: System, file: Option<PathBuf>) -> Result<ExitCode> {
             ProbeFile::Pit(generate_pit()),
         ],
     };
+    let mut reports = Vec::new();
+    let mut text = String::new();
     for f in files {
         match f {
             ProbeFile::Probe(items) => {
                 let responses: Vec<_> = items.iter().map(|i| system.answer_probe(i)).collect();
                 let pairs: Vec<_> = items.iter().zip(&responses).collect();
-                println!("{}", score_probe(system.name(), &pairs).to_markdown());
+                let r = score_probe(system.name(), &pairs);
+                text.push_str(&r.to_markdown());
+                reports.push(("probe", serde_json::to_value(&r)?));
             }
             ProbeFile::Pit(items) => {
                 let responses: Vec<_> = items.iter().map(|i| system.answer_pit(i)).collect();
                 let pairs: Vec<_> = items.iter().zip(&responses).collect();
-                println!("{}", score_pit(system.name(), &pairs).to_markdown());
+                let r = score_pit(system.name(), &pairs);
+                text.push_str(&r.to_markdown());
+                reports.push(("pit", serde_json::to_value(&r)?));
             }
         }
+        text.push('\n');
     }
-    Ok(ExitCode::SUCCESS)
+    if json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("system".into(), system.name().into());
+        for (k, v) in reports {
+            obj.insert(k.into(), v);
+        }
+        text = serde_json::to_string_pretty(&obj)? + "\n";
+    }
+    emit(&text)
+}
+
+/// Write to stdout; a closed pipe (`| head`) is a normal end, not an error.
+fn emit(text: &str) -> Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }

@@ -16,11 +16,42 @@ pub const ALIAS_VERSION: &str = "probe-aliases-1";
 pub const ABSTENTION_VERSION: &str = "probe-abstain-1";
 
 /// A model answer: free text, optionally with a structured abstention flag.
+///
+/// Read from JSON as a plain string or as `{"answer": ..., "abstain": bool}` (`text`
+/// is accepted for `answer`); both are scored the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(from = "AnswerForm")]
 pub struct Answer {
     pub text: String,
     #[serde(default)]
     pub abstain: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnswerForm {
+    Text(String),
+    Structured {
+        #[serde(alias = "text", default)]
+        answer: Option<String>,
+        #[serde(default)]
+        abstain: bool,
+    },
+}
+
+impl From<AnswerForm> for Answer {
+    fn from(f: AnswerForm) -> Self {
+        match f {
+            AnswerForm::Text(text) => Answer {
+                text,
+                abstain: false,
+            },
+            AnswerForm::Structured { answer, abstain } => Answer {
+                text: answer.unwrap_or_default(),
+                abstain,
+            },
+        }
+    }
 }
 
 impl Answer {
@@ -374,6 +405,17 @@ mod tests {
         assert!(!read(&Answer::text("Chicago"), &c).abstained);
         let empty = read(&Answer::text("  ...  "), &c);
         assert!(empty.empty && !empty.abstained);
+    }
+
+    #[test]
+    fn answers_read_as_text_or_structured() {
+        let a: Answer = serde_json::from_str("\"Chicago\"").unwrap();
+        assert_eq!(a, Answer::text("Chicago"));
+        let b: Answer = serde_json::from_str(r#"{"answer": null, "abstain": true}"#).unwrap();
+        assert!(b.abstain && b.text.is_empty());
+        let c: Answer = serde_json::from_str(r#"{"text": "Boise"}"#).unwrap();
+        assert_eq!(c, Answer::text("Boise"));
+        assert!(serde_json::from_str::<Answer>("42").is_err());
     }
 
     #[test]

@@ -41,6 +41,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Correct => "correct",
+            Outcome::Abstain => "abstain",
+            Outcome::Stale => "stale",
+            Outcome::Other => "other",
+            Outcome::OverAbstain => "over_abstain",
+            Outcome::Hallucinated => "hallucinated",
+            Outcome::Empty => "empty",
+        }
+    }
+
     pub fn is_correct(self) -> bool {
         matches!(self, Outcome::Correct | Outcome::Abstain)
     }

@@ -46,6 +46,8 @@ pub struct ProbeReport {
     pub abstention: Abstention,
     pub invalidation: Option<Invalidation>,
     pub axis_acc: Option<f64>,
+    /// Axis accuracy split by contradicted x axis.
+    pub axis_acc_by: BTreeMap<String, f64>,
     pub outcomes: BTreeMap<Outcome, usize>,
     /// Breakdown name -> cell label -> post accuracy.
     pub by: BTreeMap<String, BTreeMap<String, Estimate>>,
@@ -202,6 +204,16 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         .iter()
         .filter_map(|s| s.score.axis_correct)
         .collect();
+    let mut axis_cells: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for s in &samples {
+        if let Some(ok) = s.score.axis_correct {
+            let e = axis_cells
+                .entry(format!("{} {}", s.item.contradicted, s.item.gold_axis))
+                .or_default();
+            e.0 += usize::from(ok);
+            e.1 += 1;
+        }
+    }
 
     let mut by = BTreeMap::new();
     for (name, key) in breakdowns() {
@@ -254,6 +266,10 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         },
         invalidation,
         axis_acc: ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len()),
+        axis_acc_by: axis_cells
+            .into_iter()
+            .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
+            .collect(),
         outcomes,
         by,
     }
@@ -404,10 +420,13 @@ impl ProbeReport {
                 let _ = writeln!(s, "| invalidation recall, chain position {p} | {r:.3} |");
             }
         }
+        for (cell, acc) in &self.axis_acc_by {
+            let _ = writeln!(s, "| axis accuracy, {cell} | {acc:.3} |");
+        }
         let outcomes: Vec<String> = self
             .outcomes
             .iter()
-            .map(|(o, n)| format!("{o:?}={n}").to_lowercase())
+            .map(|(o, n)| format!("{}={n}", o.as_str()))
             .collect();
         let _ = writeln!(s, "| post outcomes | {} |", outcomes.join(", "));
         let _ = writeln!(
