@@ -229,7 +229,8 @@ const ABSTAIN: &[&str] = &[
 pub struct Reading {
     /// Indices of the candidates the answer mentions.
     pub mentioned: BTreeSet<usize>,
-    /// Candidates the whole answer equals exactly (after normalisation).
+    /// Candidates the answer equals exactly after normalisation: the whole answer, its
+    /// first line, or the text after an "Answer:" label.
     pub exact: BTreeSet<usize>,
     /// Refusal to give a value: the flag, or an abstention phrase with no candidate named.
     pub abstained: bool,
@@ -242,6 +243,25 @@ impl Reading {
     pub fn names_only(&self, candidate: usize) -> bool {
         self.mentioned.len() == 1 && self.mentioned.contains(&candidate)
     }
+}
+
+/// The spans of an answer that may hold the bare value.
+fn answer_spans(text: &str) -> Vec<Vec<String>> {
+    let mut spans = vec![value_tokens(text)];
+    if let Some(first) = text.lines().find(|l| !l.trim().is_empty()) {
+        spans.push(value_tokens(first));
+    }
+    // Searched in the original text: lower-casing can change byte offsets.
+    const LABEL: &str = "answer:";
+    let at = (0..text.len()).rev().find(|&i| {
+        text.get(i..i + LABEL.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(LABEL))
+    });
+    if let Some(at) = at {
+        let rest = &text[at + LABEL.len()..];
+        spans.push(value_tokens(rest.lines().next().unwrap_or("")));
+    }
+    spans
 }
 
 fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) -> Vec<usize> {
@@ -263,7 +283,7 @@ fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) 
 /// Read an answer against candidate values (each with its aliases).
 pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
     let words = tokens(&answer.text);
-    let whole = value_tokens(&answer.text);
+    let spans = answer_spans(&answer.text);
     let mut all: Vec<(usize, &Alias)> = candidates
         .iter()
         .enumerate()
@@ -286,7 +306,7 @@ pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
     let exact = candidates
         .iter()
         .enumerate()
-        .filter(|(_, a)| a.iter().any(|x| x.tokens == whole))
+        .filter(|(_, a)| a.iter().any(|x| spans.contains(&x.tokens)))
         .map(|(i, _)| i)
         .collect();
     let no_mask = vec![false; words.len()];
@@ -337,6 +357,24 @@ mod tests {
             .exact
             .contains(&0));
         assert!(!read(&Answer::text("Tempo Builder"), &c).names_only(0));
+    }
+
+    #[test]
+    fn exact_match_reads_the_bare_answer_span() {
+        let c = names(&["Boise", "Tulsa"]);
+        assert!(read(&Answer::text("Final answer: Boise"), &c)
+            .exact
+            .contains(&0));
+        assert!(read(&Answer::text("Boise\nBecause you said so."), &c)
+            .exact
+            .contains(&0));
+        assert!(!read(&Answer::text("You live in Boise."), &c)
+            .exact
+            .contains(&0));
+        // Characters whose lower case is longer must not shift the label's offset.
+        assert!(read(&Answer::text("İİİİ ANSWER: Boise"), &c)
+            .exact
+            .contains(&0));
     }
 
     #[test]
