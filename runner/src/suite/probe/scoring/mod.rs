@@ -5,8 +5,10 @@
 pub mod matching;
 pub mod normalize;
 pub mod outcome;
+pub mod pit_report;
 pub mod report;
 
 pub use matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};
 pub use outcome::{score_pit_query, score_probe_item, ItemScore, Outcome, ProbeResponse};
-pub use report::{score_pit, score_probe, PitReport, PitResponse, ProbeReport};
+pub use pit_report::{score_pit, PitReport, PitResponse};
+pub use report::{score_probe, ProbeReport};
