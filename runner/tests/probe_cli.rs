@@ -89,6 +89,16 @@ fn baseline_prints_a_markdown_table() {
 }
 
 #[test]
+fn compare_reports_paired_tests() {
+    let out = runner(&["probe", "compare", "--a", "oracle", "--b", "no-propagation"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("(168 paired items)"), "{s}");
+    // no-propagation is right on the 20 hop-1 replacement items only.
+    assert!(s.contains("| all | 148 | 0 |"), "{s}");
+}
+
+#[test]
 fn published_v0_file_checks_and_scores() {
     let v0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
     if !v0.exists() {

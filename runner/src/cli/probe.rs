@@ -7,7 +7,7 @@ use runner::suite::probe::baselines::System;
 use runner::suite::probe::checker::{check_pit, check_probe, Stats};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{load_any, ProbeFile};
-use runner::suite::probe::scoring::{score_pit, score_probe};
+use runner::suite::probe::scoring::{compare_probe, score_pit, score_probe};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,6 +36,15 @@ pub enum ProbeCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Compare two baseline systems on the same items (paired bootstrap, McNemar).
+    Compare {
+        #[arg(long)]
+        a: System,
+        #[arg(long)]
+        b: System,
+        /// A probe.json; without it, the freshly generated one.
+        file: Option<PathBuf>,
+    },
 }
 
 pub fn run(cmd: ProbeCommand) -> Result<ExitCode> {
@@ -44,6 +53,7 @@ pub fn run(cmd: ProbeCommand) -> Result<ExitCode> {
         ProbeCommand::Check { files } => check(&files),
         ProbeCommand::Stats { file } => stats(&file),
         ProbeCommand::Baseline { system, file, json } => baseline(system, file, json),
+        ProbeCommand::Compare { a, b, file } => compare(a, b, file),
     }
 }
 
@@ -174,6 +184,21 @@ fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCod
         text = serde_json::to_string_pretty(&obj)? + "\n";
     }
     emit(&text)
+}
+
+fn compare(a: System, b: System, file: Option<PathBuf>) -> Result<ExitCode> {
+    let items = match file {
+        Some(path) => match load_any(&path)? {
+            ProbeFile::Probe(items) => items,
+            ProbeFile::Pit(_) => anyhow::bail!("{}: compare takes a probe.json", path.display()),
+        },
+        None => generate_probe(),
+    };
+    let ra: Vec<_> = items.iter().map(|i| a.answer_probe(i)).collect();
+    let rb: Vec<_> = items.iter().map(|i| b.answer_probe(i)).collect();
+    let pa: Vec<_> = items.iter().zip(&ra).collect();
+    let pb: Vec<_> = items.iter().zip(&rb).collect();
+    emit(&compare_probe((a.name(), &pa), (b.name(), &pb)).to_markdown())
 }
 
 /// Write to stdout; a closed pipe (`| head`) is a normal end, not an error.

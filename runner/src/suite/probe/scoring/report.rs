@@ -2,6 +2,7 @@
 //! bootstrap clustered by item (several samples of one item, e.g. seeds, move together).
 
 use super::super::records::{Contradicted, ProbeItem};
+use super::compare::{depth_trends, fmt_p, Trend};
 use super::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use super::outcome::{score_probe_item, ItemScore, Outcome, ProbeResponse};
 use crate::score::bootstrap::{mean_ci, Estimate};
@@ -47,6 +48,8 @@ pub struct ProbeReport {
     /// Axis accuracy split by contradicted x axis.
     pub axis_acc_by: BTreeMap<String, f64>,
     pub outcomes: BTreeMap<Outcome, usize>,
+    /// Cochran-Armitage trend of post accuracy over hop depth, per contradicted arm.
+    pub depth_trend: BTreeMap<String, Option<Trend>>,
     /// Breakdown name -> cell label -> post accuracy.
     pub by: BTreeMap<String, BTreeMap<String, Estimate>>,
 }
@@ -269,6 +272,7 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
             .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
             .collect(),
         outcomes,
+        depth_trend: depth_trends(pairs),
         by,
     }
 }
@@ -330,6 +334,13 @@ impl ProbeReport {
         }
         for (cell, acc) in &self.axis_acc_by {
             let _ = writeln!(s, "| axis accuracy, {cell} | {acc:.3} |");
+        }
+        for (arm, t) in &self.depth_trend {
+            let v = t.map_or_else(
+                || "n/a".to_string(),
+                |t| format!("z = {:.2}, p = {}", t.z, fmt_p(t.p_value)),
+            );
+            let _ = writeln!(s, "| depth trend, {arm} (Cochran-Armitage) | {v} |");
         }
         let outcomes: Vec<String> = self
             .outcomes
