@@ -7,8 +7,10 @@ use runner::suite::probe::baselines::System;
 use runner::suite::probe::checker::{check_pit, check_probe, Stats};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{load_any, ProbeFile};
+use runner::suite::probe::prompts::{pit_prompts, probe_prompts};
+use runner::suite::probe::scoring::responses::{pair_pit, pair_probe};
 use runner::suite::probe::scoring::{compare_probe, score_pit, score_probe};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Subcommand, Debug)]
@@ -36,6 +38,21 @@ pub enum ProbeCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Score a system's responses (JSON lines; see `scoring::responses`) on a file.
+    Score {
+        /// The probe.json or probe_pit.json the responses answer.
+        file: PathBuf,
+        #[arg(long)]
+        responses: PathBuf,
+        /// Name of the system in the report.
+        #[arg(long, default_value = "system")]
+        system: String,
+        /// Print the report as JSON instead of markdown.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the prompts of a file as JSON lines (`id`, `text`).
+    Prompts { file: PathBuf },
     /// Compare two baseline systems on the same items (paired bootstrap, McNemar).
     Compare {
         #[arg(long)]
@@ -54,6 +71,13 @@ pub fn run(cmd: ProbeCommand) -> Result<ExitCode> {
         ProbeCommand::Stats { file } => stats(&file),
         ProbeCommand::Baseline { system, file, json } => baseline(system, file, json),
         ProbeCommand::Compare { a, b, file } => compare(a, b, file),
+        ProbeCommand::Score {
+            file,
+            responses,
+            system,
+            json,
+        } => score(&file, &responses, &system, json),
+        ProbeCommand::Prompts { file } => prompts(&file),
     }
 }
 
@@ -184,6 +208,44 @@ fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCod
         text = serde_json::to_string_pretty(&obj)? + "\n";
     }
     emit(&text)
+}
+
+fn score(file: &Path, responses: &Path, system: &str, json: bool) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(responses)
+        .with_context(|| format!("reading {}", responses.display()))?;
+    let name = responses.display().to_string();
+    let (markdown, value) = match load_any(file)? {
+        ProbeFile::Probe(items) => {
+            let pairs = pair_probe(&items, &text, &name)?;
+            let refs: Vec<_> = pairs.iter().map(|(i, r)| (*i, r)).collect();
+            let r = score_probe(system, &refs);
+            (r.to_markdown(), serde_json::to_value(&r)?)
+        }
+        ProbeFile::Pit(items) => {
+            let pairs = pair_pit(&items, &text, &name)?;
+            let refs: Vec<_> = pairs.iter().map(|(i, r)| (*i, r)).collect();
+            let r = score_pit(system, &refs);
+            (r.to_markdown(), serde_json::to_value(&r)?)
+        }
+    };
+    if json {
+        emit(&(serde_json::to_string_pretty(&value)? + "\n"))
+    } else {
+        emit(&markdown)
+    }
+}
+
+fn prompts(file: &Path) -> Result<ExitCode> {
+    let list = match load_any(file)? {
+        ProbeFile::Probe(items) => items.iter().flat_map(probe_prompts).collect::<Vec<_>>(),
+        ProbeFile::Pit(items) => items.iter().flat_map(pit_prompts).collect(),
+    };
+    let mut out = String::new();
+    for p in &list {
+        out.push_str(&serde_json::to_string(p)?);
+        out.push('\n');
+    }
+    emit(&out)
 }
 
 fn compare(a: System, b: System, file: Option<PathBuf>) -> Result<ExitCode> {

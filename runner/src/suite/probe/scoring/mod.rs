@@ -8,6 +8,7 @@ pub mod normalize;
 pub mod outcome;
 pub mod pit_report;
 pub mod report;
+pub mod responses;
 
 pub use compare::{compare_probe, Comparison};
 pub use matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 /// What a system says about one core item.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeResponse {
-    /// Answer after sessions 1..n-1.
+    /// Answer after sessions 1..n-1; missing reads as empty (scored wrong).
+    #[serde(default)]
     pub pre: Answer,
-    /// Answer after all sessions.
+    /// Answer after all sessions; missing reads as empty (scored wrong).
+    #[serde(default)]
     pub post: Answer,
     /// Relations the system now marks as no longer current, if it reports them.
     #[serde(default)]

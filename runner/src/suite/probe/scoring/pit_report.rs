@@ -14,6 +14,7 @@ use std::fmt::Write;
 /// A system's answers to the queries of one PIT item, parallel to `queries`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PitResponse {
+    #[serde(default)]
     pub answers: Vec<Answer>,
 }
 
