@@ -41,6 +41,8 @@ pub struct ProbeReport {
     pub post_em: Option<Estimate>,
     /// Post accuracy over samples whose pre answer was right.
     pub post_acc_given_pre: Option<Estimate>,
+    /// Share of items whose samples are right in the majority (ties count wrong).
+    pub post_acc_majority: Option<f64>,
     pub stale_rate: Option<Estimate>,
     pub abstention: Abstention,
     pub invalidation: Option<Invalidation>,
@@ -81,6 +83,17 @@ where
 
 fn post_correct(s: &Sample) -> f64 {
     f64::from(u8::from(s.score.post.is_correct()))
+}
+
+fn majority(samples: &[Sample]) -> Option<f64> {
+    let mut votes: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for s in samples {
+        let v = votes.entry(s.item.probe_id.as_str()).or_default();
+        v.0 += usize::from(s.score.post.is_correct());
+        v.1 += 1;
+    }
+    let right = votes.values().filter(|(x, n)| 2 * x > *n).count();
+    ratio(right, votes.len())
 }
 
 type KeyFn = fn(&ProbeItem) -> String;
@@ -255,6 +268,7 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         post_acc: clustered(&samples, |_| true, post_correct),
         post_em: clustered(&samples, |_| true, |s| f64::from(u8::from(s.score.post_em))),
         post_acc_given_pre: clustered(&samples, |s| s.score.pre.is_correct(), post_correct),
+        post_acc_majority: majority(&samples),
         stale_rate: clustered(
             &samples,
             |_| true,
@@ -305,6 +319,10 @@ impl ProbeReport {
             (
                 "post accuracy given pre correct",
                 pct(&self.post_acc_given_pre),
+            ),
+            (
+                "post accuracy, majority vote per item",
+                opt(self.post_acc_majority),
             ),
             ("stale rate", pct(&self.stale_rate)),
             ("abstention recall", opt(self.abstention.recall)),
