@@ -385,6 +385,62 @@ mod tests {
     }
 
     #[test]
+    fn random_text_never_makes_scoring_panic() {
+        use crate::score::bootstrap::SplitMix64;
+        // Pieces that exercise every branch: values, aliases, abstention phrases,
+        // labels, punctuation and characters whose case mapping changes length.
+        let items = generate_probe();
+        let mut pieces: Vec<String> = items
+            .iter()
+            .flat_map(|i| [i.gold_pre.to_string(), i.gold_post.to_string()])
+            .collect();
+        pieces.extend(
+            [
+                "yes",
+                "no",
+                "it does not",
+                "I don't know",
+                "Answer:",
+                "&",
+                "/",
+                "İ",
+                "ß",
+                "\n",
+                " ",
+                "the",
+                "ﬁ",
+                "\u{0}",
+                "🙂",
+            ]
+            .map(str::to_string),
+        );
+        let mut rng = SplitMix64::new(11);
+        for round in 0..2000 {
+            let text: String = (0..rng.below(12))
+                .map(|_| pieces[rng.below(pieces.len())].clone())
+                .collect::<Vec<_>>()
+                .join(if round % 2 == 0 { " " } else { "" });
+            let item = &items[rng.below(items.len())];
+            let s = post(item, &text);
+            // Whatever the text, the outcome is consistent with the gold's kind.
+            if item.gold_post.is_unknown() {
+                assert!(
+                    matches!(
+                        s.post,
+                        Outcome::Abstain | Outcome::Stale | Outcome::Hallucinated | Outcome::Empty
+                    ),
+                    "{text:?}"
+                );
+            } else {
+                assert!(
+                    !matches!(s.post, Outcome::Abstain | Outcome::Hallucinated),
+                    "{text:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn no_text_makes_scoring_panic() {
         let texts = [
             "",
