@@ -138,3 +138,30 @@ fn pit_baselines() {
     assert!(n.by_label.values().all(|e| e.mean == 0.0));
     assert_eq!(n.item_all_correct, Some(0.0));
 }
+
+#[test]
+fn several_samples_per_item_are_clustered_and_voted() {
+    let items = generate_probe();
+    let oracle: Vec<_> = items
+        .iter()
+        .map(|i| System::Oracle.answer_probe(i))
+        .collect();
+    let naive: Vec<_> = items
+        .iter()
+        .map(|i| System::NoPropagation.answer_probe(i))
+        .collect();
+    // Three samples per item: two oracle answers and one no-propagation answer.
+    let mut pairs = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        pairs.push((item, &oracle[i]));
+        pairs.push((item, &oracle[i]));
+        pairs.push((item, &naive[i]));
+    }
+    let r = score_probe("mixed", &pairs);
+    assert_eq!((r.items, r.samples), (168, 504));
+    assert_eq!(r.post_acc_majority, Some(1.0));
+    let acc = r.post_acc.unwrap();
+    assert_eq!(acc.clusters, 168);
+    let want = (2.0 * 168.0 + 20.0) / 504.0;
+    assert!((acc.mean - want).abs() < 1e-12, "{}", acc.mean);
+}

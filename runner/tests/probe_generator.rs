@@ -18,6 +18,17 @@ fn generation_is_deterministic_byte_for_byte() {
 }
 
 #[test]
+fn generated_files_match_their_frozen_hashes() {
+    use runner::digest::sha256_hex;
+    use runner::suite::probe::generator::{PIT_SHA256, PROBE_SHA256};
+    assert_eq!(
+        sha256_hex(to_json(&generate_probe()).as_bytes()),
+        PROBE_SHA256
+    );
+    assert_eq!(sha256_hex(to_json(&generate_pit()).as_bytes()), PIT_SHA256);
+}
+
+#[test]
 fn generated_files_pass_the_checker() {
     let probe = generate_probe();
     let findings = check_probe(&probe);

@@ -105,6 +105,14 @@ fn item_without_readable_id_is_named_by_index() {
 }
 
 #[test]
+fn item_of_the_wrong_shape_is_named() {
+    let mut v = generated();
+    v[2] = json!(17);
+    let (_, item, field) = item_error(&serde_json::to_vec(&v).unwrap());
+    assert_eq!((item.as_str(), field.as_str()), ("#2", "<item>"));
+}
+
+#[test]
 fn top_level_must_be_an_array() {
     assert!(matches!(
         parse_probe(b"{\"a\": 1}", "x.json"),

@@ -7,8 +7,10 @@ use runner::suite::probe::baselines::System;
 use runner::suite::probe::checker::{check_pit, check_probe, Stats};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{load_any, ProbeFile};
-use runner::suite::probe::scoring::{score_pit, score_probe};
-use std::path::PathBuf;
+use runner::suite::probe::prompts::{pit_prompts, probe_prompts};
+use runner::suite::probe::scoring::responses::{pair_pit, pair_probe};
+use runner::suite::probe::scoring::{compare_probe, score_pit, score_probe};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Subcommand, Debug)]
@@ -32,6 +34,33 @@ pub enum ProbeCommand {
         system: System,
         /// A probe.json or probe_pit.json; without it, the freshly generated pair.
         file: Option<PathBuf>,
+        /// Print the report as JSON instead of markdown.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Score a system's responses (JSON lines; see `scoring::responses`) on a file.
+    Score {
+        /// The probe.json or probe_pit.json the responses answer.
+        file: PathBuf,
+        #[arg(long)]
+        responses: PathBuf,
+        /// Name of the system in the report.
+        #[arg(long, default_value = "system")]
+        system: String,
+        /// Print the report as JSON instead of markdown.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the prompts of a file as JSON lines (`id`, `text`).
+    Prompts { file: PathBuf },
+    /// Compare two baseline systems on the same items (paired bootstrap, McNemar).
+    Compare {
+        #[arg(long)]
+        a: System,
+        #[arg(long)]
+        b: System,
+        /// A probe.json; without it, the freshly generated one.
+        file: Option<PathBuf>,
     },
 }
 
@@ -40,7 +69,15 @@ pub fn run(cmd: ProbeCommand) -> Result<ExitCode> {
         ProbeCommand::Generate { out } => generate(&out),
         ProbeCommand::Check { files } => check(&files),
         ProbeCommand::Stats { file } => stats(&file),
-        ProbeCommand::Baseline { system, file } => baseline(system, file),
+        ProbeCommand::Baseline { system, file, json } => baseline(system, file, json),
+        ProbeCommand::Compare { a, b, file } => compare(a, b, file),
+        ProbeCommand::Score {
+            file,
+            responses,
+            system,
+            json,
+        } => score(&file, &responses, &system, json),
+        ProbeCommand::Prompts { file } => prompts(&file),
     }
 }
 
@@ -87,10 +124,12 @@ fn check(files: &[PathBuf]) -> Result<ExitCode> {
 }
 
 fn stats(path: &std::path::Path) -> Result<ExitCode> {
+    use std::fmt::Write;
+    let mut out = String::new();
     match load_any(path)? {
         ProbeFile::Probe(items) => {
             let s = Stats::of(&items);
-            println!("| axis | value | items |\n| --- | --- | --- |");
+            writeln!(out, "| axis | value | items |\n| --- | --- | --- |")?;
             let axes = [
                 ("hop_depth", &s.hop_depth),
                 ("contradicted", &s.contradicted),
@@ -103,16 +142,20 @@ fn stats(path: &std::path::Path) -> Result<ExitCode> {
             ];
             for (axis, table) in axes {
                 for (value, n) in table {
-                    println!("| {axis} | {value} | {n} |");
+                    writeln!(out, "| {axis} | {value} | {n} |")?;
                 }
             }
-            println!("| gold_post | unknown | {} |", s.gold_post_unknown);
-            println!("| all | | {} |", s.items);
+            writeln!(out, "| gold_post | unknown | {} |", s.gold_post_unknown)?;
+            writeln!(out, "| all | | {} |", s.items)?;
         }
         ProbeFile::Pit(items) => {
-            println!("| pit_id | domain | scenario | density | sessions | queries |\n| --- | --- | --- | --- | --- | --- |");
+            writeln!(
+                out,
+                "| pit_id | domain | scenario | density | sessions | queries |\n| --- | --- | --- | --- | --- | --- |"
+            )?;
             for i in &items {
-                println!(
+                writeln!(
+                    out,
                     "| {} | {} | {} | {} | {} | {} |",
                     i.pit_id,
                     i.domain,
@@ -120,14 +163,14 @@ fn stats(path: &std::path::Path) -> Result<ExitCode> {
                     i.density,
                     i.sessions.len(),
                     i.queries.len()
-                );
+                )?;
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    emit(&out)
 }
 
-fn baseline(system: System, file: Option<PathBuf>) -> Result<ExitCode> {
+fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCode> {
     let files = match file {
         Some(path) => vec![load_any(&path)?],
         None => vec![
@@ -135,19 +178,97 @@ fn baseline(system: System, file: Option<PathBuf>) -> Result<ExitCode> {
             ProbeFile::Pit(generate_pit()),
         ],
     };
+    let mut reports = Vec::new();
+    let mut text = String::new();
     for f in files {
         match f {
             ProbeFile::Probe(items) => {
                 let responses: Vec<_> = items.iter().map(|i| system.answer_probe(i)).collect();
                 let pairs: Vec<_> = items.iter().zip(&responses).collect();
-                println!("{}", score_probe(system.name(), &pairs).to_markdown());
+                let r = score_probe(system.name(), &pairs);
+                text.push_str(&r.to_markdown());
+                reports.push(("probe", serde_json::to_value(&r)?));
             }
             ProbeFile::Pit(items) => {
                 let responses: Vec<_> = items.iter().map(|i| system.answer_pit(i)).collect();
                 let pairs: Vec<_> = items.iter().zip(&responses).collect();
-                println!("{}", score_pit(system.name(), &pairs).to_markdown());
+                let r = score_pit(system.name(), &pairs);
+                text.push_str(&r.to_markdown());
+                reports.push(("pit", serde_json::to_value(&r)?));
             }
         }
+        text.push('\n');
     }
-    Ok(ExitCode::SUCCESS)
+    if json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("system".into(), system.name().into());
+        for (k, v) in reports {
+            obj.insert(k.into(), v);
+        }
+        text = serde_json::to_string_pretty(&obj)? + "\n";
+    }
+    emit(&text)
+}
+
+fn score(file: &Path, responses: &Path, system: &str, json: bool) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(responses)
+        .with_context(|| format!("reading {}", responses.display()))?;
+    let name = responses.display().to_string();
+    let (markdown, value) = match load_any(file)? {
+        ProbeFile::Probe(items) => {
+            let pairs = pair_probe(&items, &text, &name)?;
+            let refs: Vec<_> = pairs.iter().map(|(i, r)| (*i, r)).collect();
+            let r = score_probe(system, &refs);
+            (r.to_markdown(), serde_json::to_value(&r)?)
+        }
+        ProbeFile::Pit(items) => {
+            let pairs = pair_pit(&items, &text, &name)?;
+            let refs: Vec<_> = pairs.iter().map(|(i, r)| (*i, r)).collect();
+            let r = score_pit(system, &refs);
+            (r.to_markdown(), serde_json::to_value(&r)?)
+        }
+    };
+    if json {
+        emit(&(serde_json::to_string_pretty(&value)? + "\n"))
+    } else {
+        emit(&markdown)
+    }
+}
+
+fn prompts(file: &Path) -> Result<ExitCode> {
+    let list = match load_any(file)? {
+        ProbeFile::Probe(items) => items.iter().flat_map(probe_prompts).collect::<Vec<_>>(),
+        ProbeFile::Pit(items) => items.iter().flat_map(pit_prompts).collect(),
+    };
+    let mut out = String::new();
+    for p in &list {
+        out.push_str(&serde_json::to_string(p)?);
+        out.push('\n');
+    }
+    emit(&out)
+}
+
+fn compare(a: System, b: System, file: Option<PathBuf>) -> Result<ExitCode> {
+    let items = match file {
+        Some(path) => match load_any(&path)? {
+            ProbeFile::Probe(items) => items,
+            ProbeFile::Pit(_) => anyhow::bail!("{}: compare takes a probe.json", path.display()),
+        },
+        None => generate_probe(),
+    };
+    let ra: Vec<_> = items.iter().map(|i| a.answer_probe(i)).collect();
+    let rb: Vec<_> = items.iter().map(|i| b.answer_probe(i)).collect();
+    let pa: Vec<_> = items.iter().zip(&ra).collect();
+    let pb: Vec<_> = items.iter().zip(&rb).collect();
+    emit(&compare_probe((a.name(), &pa), (b.name(), &pb)).to_markdown())
+}
+
+/// Write to stdout; a closed pipe (`| head`) is a normal end, not an error.
+fn emit(text: &str) -> Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }

@@ -133,7 +133,11 @@ fn typed<T: DeserializeOwned>(
                 .and_then(|v| v.as_str())
                 .map_or_else(|| format!("#{index}"), str::to_string);
             serde_path_to_error::deserialize(value).map_err(|err| {
-                let path = err.path().to_string();
+                let path = match err.path().to_string() {
+                    // The item itself has the wrong shape (not an object).
+                    p if p == "." => "<item>".to_string(),
+                    p => p,
+                };
                 let message = err.into_inner().to_string();
                 LoadError::Item {
                     file: file.to_string(),
@@ -156,7 +160,7 @@ fn missing_field(message: &str) -> Option<&str> {
 }
 
 fn join_path(parent: &str, field: &str) -> String {
-    if parent == "." || parent.is_empty() {
+    if parent == "<item>" || parent.is_empty() {
         field.to_string()
     } else {
         format!("{parent}.{field}")

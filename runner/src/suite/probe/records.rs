@@ -275,7 +275,7 @@ pub const BEFORE_ANY_FACT: &str = "before_any_fact";
 pub const AFTER_FIRST_FACT: &str = "after_first_fact";
 pub const AFTER_SECOND_FACT: &str = "after_second_fact";
 
-/// Loose identity of entity names: `acme_corp` and `Acme Corp` name the same entity.
+/// Loose identity of entity names: `sable_finch` and `Sable & Finch` name the same entity.
 pub fn loose_key(s: &str) -> String {
     s.chars()
         .filter(|c| c.is_alphanumeric())
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn loose_key_joins_snake_case_and_display_names() {
-        assert_eq!(loose_key("acme_corp"), loose_key("Acme Corp"));
-        assert_ne!(loose_key("Acme"), loose_key("Acme Corp"));
+        assert_eq!(loose_key("sable_finch"), loose_key("Sable & Finch"));
+        assert_ne!(loose_key("Sable"), loose_key("Sable & Finch"));
     }
 }

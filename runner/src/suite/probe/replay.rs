@@ -7,6 +7,7 @@
 
 use super::chains::chain;
 use super::records::{loose_key, Axis, Contradicted, Gold, OracleFact, PitItem, ProbeItem};
+use chrono::NaiveDate;
 
 /// Everything the oracle facts of a core item imply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,9 +181,9 @@ impl ProbeReplay {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub object: String,
-    pub start: String,
+    pub start: NaiveDate,
     /// Exclusive end; `None` is open.
-    pub end: Option<String>,
+    pub end: Option<NaiveDate>,
     /// Set when a correction says it never held.
     pub void: bool,
 }
@@ -191,43 +192,40 @@ pub struct Record {
 pub fn replay_pit(item: &PitItem) -> Result<Vec<Record>, ReplayError> {
     let mut records: Vec<Record> = Vec::new();
     for (s, facts) in item.oracle_facts.iter().enumerate() {
-        for f in facts {
+        for (j, f) in facts.iter().enumerate() {
+            let field = format!("oracle_facts[{s}][{j}]");
             let start = match &f.valid_from {
-                Some(d) => {
-                    check_date(d, &format!("oracle_facts[{s}].valid_from"))?;
-                    d.clone()
-                }
+                Some(d) => parse_date(d, &format!("{field}.valid_from"))?,
                 // A correction without a date inherits the corrected record's start.
                 None if f.is_correction => records
                     .iter()
                     .rev()
                     .find(|r| !r.void)
-                    .map(|r| r.start.clone())
-                    .ok_or_else(|| err("oracle_facts", "a correction with nothing to correct"))?,
-                None => {
-                    return Err(err(
-                        &format!("oracle_facts[{s}].valid_from"),
-                        "missing date",
-                    ))
-                }
+                    .map(|r| r.start)
+                    .ok_or_else(|| err(&field, "a correction with nothing to correct"))?,
+                None => return Err(err(&format!("{field}.valid_from"), "missing date")),
+            };
+            let end = match &f.valid_to {
+                Some(d) => Some(parse_date(d, &format!("{field}.valid_to"))?),
+                None => None,
             };
             for r in records.iter_mut().filter(|r| !r.void) {
-                let overlaps = r.end.as_ref().is_none_or(|e| *e > start);
-                if f.is_correction {
-                    if overlaps {
-                        r.void = true;
-                    }
-                } else if overlaps && r.start < start {
-                    r.end = Some(start.clone());
-                } else if overlaps {
-                    // An update dated at or before an open record's start supersedes it.
+                let overlaps = r.end.is_none_or(|e| e > start);
+                if !overlaps {
+                    continue;
+                }
+                if !f.is_correction && r.start < start {
+                    r.end = Some(start);
+                } else {
+                    // A correction voids what it overlaps; so does an update dated at or
+                    // before the start of the record it supersedes.
                     r.void = true;
                 }
             }
             records.push(Record {
                 object: f.object.clone(),
                 start,
-                end: None,
+                end,
                 void: false,
             });
         }
@@ -241,7 +239,7 @@ pub fn replay_pit(item: &PitItem) -> Result<Vec<Record>, ReplayError> {
                 } else if rec.end.is_none() {
                     // A retraction carries no date, so the interval it closes cannot be
                     // placed; the record then answers no as-of query.
-                    rec.end = Some(rec.start.clone());
+                    rec.end = Some(rec.start);
                 }
             }
         }
@@ -249,13 +247,12 @@ pub fn replay_pit(item: &PitItem) -> Result<Vec<Record>, ReplayError> {
     Ok(records)
 }
 
-/// What was true at `time` according to the replayed records.
+/// What was true at `time` (an ISO date) according to the replayed records.
 pub fn as_of(records: &[Record], time: &str) -> Result<Gold, ReplayError> {
+    let t = parse_date(time, "reference_time")?;
     let live: Vec<&Record> = records
         .iter()
-        .filter(|r| {
-            !r.void && r.start.as_str() <= time && r.end.as_ref().is_none_or(|e| time < e.as_str())
-        })
+        .filter(|r| !r.void && r.start <= t && r.end.is_none_or(|e| t < e))
         .collect();
     match live.as_slice() {
         [] => Ok(Gold::Unknown),
@@ -267,10 +264,17 @@ pub fn as_of(records: &[Record], time: &str) -> Result<Gold, ReplayError> {
     }
 }
 
+/// Parse a strict `YYYY-MM-DD` date.
+pub fn parse_date(d: &str, field: &str) -> Result<NaiveDate, ReplayError> {
+    let strict = d.len() == 10 && d.as_bytes()[4] == b'-' && d.as_bytes()[7] == b'-';
+    NaiveDate::parse_from_str(d, "%Y-%m-%d")
+        .ok()
+        .filter(|_| strict)
+        .ok_or_else(|| err(field, format!("`{d}` is not an ISO date (YYYY-MM-DD)")))
+}
+
 pub fn check_date(d: &str, field: &str) -> Result<(), ReplayError> {
-    chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d")
-        .map(|_| ())
-        .map_err(|e| err(field, format!("`{d}` is not an ISO date: {e}")))
+    parse_date(d, field).map(|_| ())
 }
 
 #[cfg(test)]
@@ -345,8 +349,11 @@ mod tests {
         d.oracle_facts[0][0].valid_from = Some("April 2023".into());
         assert_eq!(
             replay_pit(&d).unwrap_err().field,
-            "oracle_facts[0].valid_from"
+            "oracle_facts[0][0].valid_from"
         );
+        d.oracle_facts[0][0].valid_from = Some("2023-4-1".into());
+        assert!(replay_pit(&d).is_err());
+        assert!(as_of(&[], "15/01/2024").is_err());
     }
 
     #[test]

@@ -20,8 +20,10 @@ pub struct DomainWording {
     pub chains: [ChainValues; 4],
     /// Replacement roots named by asserted contradictions, one per chain.
     pub replacements: [&'static str; 4],
-    /// Asserted update of the root; `None` for a withdrawal with no replacement.
+    /// Asserted update of the root.
     pub root_update: &'static str,
+    /// False where the update is a withdrawal that names no new value (training), so
+    /// the generator records a retraction instead of a replacing fact.
     pub root_update_names_replacement: bool,
     pub root_correction: &'static str,
     /// Derived update and correction of the conclusion at hops 2, 3, 4.

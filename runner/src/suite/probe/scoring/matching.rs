@@ -16,11 +16,42 @@ pub const ALIAS_VERSION: &str = "probe-aliases-1";
 pub const ABSTENTION_VERSION: &str = "probe-abstain-1";
 
 /// A model answer: free text, optionally with a structured abstention flag.
+///
+/// Read from JSON as a plain string or as `{"answer": ..., "abstain": bool}` (`text`
+/// is accepted for `answer`); both are scored the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(from = "AnswerForm")]
 pub struct Answer {
     pub text: String,
     #[serde(default)]
     pub abstain: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnswerForm {
+    Text(String),
+    Structured {
+        #[serde(alias = "text", default)]
+        answer: Option<String>,
+        #[serde(default)]
+        abstain: bool,
+    },
+}
+
+impl From<AnswerForm> for Answer {
+    fn from(f: AnswerForm) -> Self {
+        match f {
+            AnswerForm::Text(text) => Answer {
+                text,
+                abstain: false,
+            },
+            AnswerForm::Structured { answer, abstain } => Answer {
+                text: answer.unwrap_or_default(),
+                abstain,
+            },
+        }
+    }
 }
 
 impl Answer {
@@ -198,7 +229,8 @@ const ABSTAIN: &[&str] = &[
 pub struct Reading {
     /// Indices of the candidates the answer mentions.
     pub mentioned: BTreeSet<usize>,
-    /// Candidates the whole answer equals exactly (after normalisation).
+    /// Candidates the answer equals exactly after normalisation: the whole answer, its
+    /// first line, or the text after an "Answer:" label.
     pub exact: BTreeSet<usize>,
     /// Refusal to give a value: the flag, or an abstention phrase with no candidate named.
     pub abstained: bool,
@@ -211,6 +243,25 @@ impl Reading {
     pub fn names_only(&self, candidate: usize) -> bool {
         self.mentioned.len() == 1 && self.mentioned.contains(&candidate)
     }
+}
+
+/// The spans of an answer that may hold the bare value.
+fn answer_spans(text: &str) -> Vec<Vec<String>> {
+    let mut spans = vec![value_tokens(text)];
+    if let Some(first) = text.lines().find(|l| !l.trim().is_empty()) {
+        spans.push(value_tokens(first));
+    }
+    // Searched in the original text: lower-casing can change byte offsets.
+    const LABEL: &str = "answer:";
+    let at = (0..text.len()).rev().find(|&i| {
+        text.get(i..i + LABEL.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(LABEL))
+    });
+    if let Some(at) = at {
+        let rest = &text[at + LABEL.len()..];
+        spans.push(value_tokens(rest.lines().next().unwrap_or("")));
+    }
+    spans
 }
 
 fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) -> Vec<usize> {
@@ -232,7 +283,7 @@ fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) 
 /// Read an answer against candidate values (each with its aliases).
 pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
     let words = tokens(&answer.text);
-    let whole = value_tokens(&answer.text);
+    let spans = answer_spans(&answer.text);
     let mut all: Vec<(usize, &Alias)> = candidates
         .iter()
         .enumerate()
@@ -255,7 +306,7 @@ pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
     let exact = candidates
         .iter()
         .enumerate()
-        .filter(|(_, a)| a.iter().any(|x| x.tokens == whole))
+        .filter(|(_, a)| a.iter().any(|x| spans.contains(&x.tokens)))
         .map(|(i, _)| i)
         .collect();
     let no_mask = vec![false; words.len()];
@@ -306,6 +357,24 @@ mod tests {
             .exact
             .contains(&0));
         assert!(!read(&Answer::text("Tempo Builder"), &c).names_only(0));
+    }
+
+    #[test]
+    fn exact_match_reads_the_bare_answer_span() {
+        let c = names(&["Boise", "Tulsa"]);
+        assert!(read(&Answer::text("Final answer: Boise"), &c)
+            .exact
+            .contains(&0));
+        assert!(read(&Answer::text("Boise\nBecause you said so."), &c)
+            .exact
+            .contains(&0));
+        assert!(!read(&Answer::text("You live in Boise."), &c)
+            .exact
+            .contains(&0));
+        // Characters whose lower case is longer must not shift the label's offset.
+        assert!(read(&Answer::text("İİİİ ANSWER: Boise"), &c)
+            .exact
+            .contains(&0));
     }
 
     #[test]
@@ -374,6 +443,17 @@ mod tests {
         assert!(!read(&Answer::text("Chicago"), &c).abstained);
         let empty = read(&Answer::text("  ...  "), &c);
         assert!(empty.empty && !empty.abstained);
+    }
+
+    #[test]
+    fn answers_read_as_text_or_structured() {
+        let a: Answer = serde_json::from_str("\"Chicago\"").unwrap();
+        assert_eq!(a, Answer::text("Chicago"));
+        let b: Answer = serde_json::from_str(r#"{"answer": null, "abstain": true}"#).unwrap();
+        assert!(b.abstain && b.text.is_empty());
+        let c: Answer = serde_json::from_str(r#"{"text": "Boise"}"#).unwrap();
+        assert_eq!(c, Answer::text("Boise"));
+        assert!(serde_json::from_str::<Answer>("42").is_err());
     }
 
     #[test]

@@ -2,11 +2,16 @@
 //! abstention credit, outcome classes, and the aggregated reports. Everything here is
 //! pure: no I/O, and no model text can make it panic.
 
+pub mod compare;
 pub mod matching;
 pub mod normalize;
 pub mod outcome;
+pub mod pit_report;
 pub mod report;
+pub mod responses;
 
+pub use compare::{compare_probe, Comparison};
 pub use matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};
 pub use outcome::{score_pit_query, score_probe_item, ItemScore, Outcome, ProbeResponse};
-pub use report::{score_pit, score_probe, PitReport, PitResponse, ProbeReport};
+pub use pit_report::{score_pit, PitReport, PitResponse};
+pub use report::{score_probe, ProbeReport};

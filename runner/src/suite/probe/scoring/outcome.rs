@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 /// What a system says about one core item.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeResponse {
-    /// Answer after sessions 1..n-1.
+    /// Answer after sessions 1..n-1; missing reads as empty (scored wrong).
+    #[serde(default)]
     pub pre: Answer,
-    /// Answer after all sessions.
+    /// Answer after all sessions; missing reads as empty (scored wrong).
+    #[serde(default)]
     pub post: Answer,
     /// Relations the system now marks as no longer current, if it reports them.
     #[serde(default)]
@@ -41,6 +43,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Correct => "correct",
+            Outcome::Abstain => "abstain",
+            Outcome::Stale => "stale",
+            Outcome::Other => "other",
+            Outcome::OverAbstain => "over_abstain",
+            Outcome::Hallucinated => "hallucinated",
+            Outcome::Empty => "empty",
+        }
+    }
+
     pub fn is_correct(self) -> bool {
         matches!(self, Outcome::Correct | Outcome::Abstain)
     }
@@ -368,6 +382,62 @@ mod tests {
             score_pit_query(it, before, &Answer::text(&values[0])).outcome,
             Outcome::Hallucinated
         );
+    }
+
+    #[test]
+    fn random_text_never_makes_scoring_panic() {
+        use crate::score::bootstrap::SplitMix64;
+        // Pieces that exercise every branch: values, aliases, abstention phrases,
+        // labels, punctuation and characters whose case mapping changes length.
+        let items = generate_probe();
+        let mut pieces: Vec<String> = items
+            .iter()
+            .flat_map(|i| [i.gold_pre.to_string(), i.gold_post.to_string()])
+            .collect();
+        pieces.extend(
+            [
+                "yes",
+                "no",
+                "it does not",
+                "I don't know",
+                "Answer:",
+                "&",
+                "/",
+                "İ",
+                "ß",
+                "\n",
+                " ",
+                "the",
+                "ﬁ",
+                "\u{0}",
+                "🙂",
+            ]
+            .map(str::to_string),
+        );
+        let mut rng = SplitMix64::new(11);
+        for round in 0..2000 {
+            let text: String = (0..rng.below(12))
+                .map(|_| pieces[rng.below(pieces.len())].clone())
+                .collect::<Vec<_>>()
+                .join(if round % 2 == 0 { " " } else { "" });
+            let item = &items[rng.below(items.len())];
+            let s = post(item, &text);
+            // Whatever the text, the outcome is consistent with the gold's kind.
+            if item.gold_post.is_unknown() {
+                assert!(
+                    matches!(
+                        s.post,
+                        Outcome::Abstain | Outcome::Stale | Outcome::Hallucinated | Outcome::Empty
+                    ),
+                    "{text:?}"
+                );
+            } else {
+                assert!(
+                    !matches!(s.post, Outcome::Abstain | Outcome::Hallucinated),
+                    "{text:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,13 +1,12 @@
-//! Aggregation of item scores into the Probe and PIT reports, with 95% intervals from a
+//! Aggregation of core-item scores into the Probe report, with 95% intervals from a
 //! bootstrap clustered by item (several samples of one item, e.g. seeds, move together).
 
-use super::super::records::{Contradicted, PitItem, ProbeItem, Scenario, AFTER_FIRST_FACT};
-use super::matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};
-use super::outcome::{
-    score_pit_query, score_probe_item, ItemScore, Outcome, ProbeResponse, QueryScore,
-};
+use super::super::records::{Contradicted, ProbeItem};
+use super::compare::{depth_trends, fmt_p, Trend};
+use super::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
+use super::outcome::{score_probe_item, ItemScore, Outcome, ProbeResponse};
 use crate::score::bootstrap::{mean_ci, Estimate};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -42,11 +41,17 @@ pub struct ProbeReport {
     pub post_em: Option<Estimate>,
     /// Post accuracy over samples whose pre answer was right.
     pub post_acc_given_pre: Option<Estimate>,
+    /// Share of items whose samples are right in the majority (ties count wrong).
+    pub post_acc_majority: Option<f64>,
     pub stale_rate: Option<Estimate>,
     pub abstention: Abstention,
     pub invalidation: Option<Invalidation>,
     pub axis_acc: Option<f64>,
+    /// Axis accuracy split by contradicted x axis.
+    pub axis_acc_by: BTreeMap<String, f64>,
     pub outcomes: BTreeMap<Outcome, usize>,
+    /// Cochran-Armitage trend of post accuracy over hop depth, per contradicted arm.
+    pub depth_trend: BTreeMap<String, Option<Trend>>,
     /// Breakdown name -> cell label -> post accuracy.
     pub by: BTreeMap<String, BTreeMap<String, Estimate>>,
 }
@@ -56,7 +61,7 @@ struct Sample<'a> {
     score: ItemScore,
 }
 
-fn ratio(num: usize, den: usize) -> Option<f64> {
+pub(super) fn ratio(num: usize, den: usize) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 
@@ -78,6 +83,17 @@ where
 
 fn post_correct(s: &Sample) -> f64 {
     f64::from(u8::from(s.score.post.is_correct()))
+}
+
+fn majority(samples: &[Sample]) -> Option<f64> {
+    let mut votes: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for s in samples {
+        let v = votes.entry(s.item.probe_id.as_str()).or_default();
+        v.0 += usize::from(s.score.post.is_correct());
+        v.1 += 1;
+    }
+    let right = votes.values().filter(|(x, n)| 2 * x > *n).count();
+    ratio(right, votes.len())
 }
 
 type KeyFn = fn(&ProbeItem) -> String;
@@ -202,6 +218,16 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         .iter()
         .filter_map(|s| s.score.axis_correct)
         .collect();
+    let mut axis_cells: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for s in &samples {
+        if let Some(ok) = s.score.axis_correct {
+            let e = axis_cells
+                .entry(format!("{} {}", s.item.contradicted, s.item.gold_axis))
+                .or_default();
+            e.0 += usize::from(ok);
+            e.1 += 1;
+        }
+    }
 
     let mut by = BTreeMap::new();
     for (name, key) in breakdowns() {
@@ -242,6 +268,7 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         post_acc: clustered(&samples, |_| true, post_correct),
         post_em: clustered(&samples, |_| true, |s| f64::from(u8::from(s.score.post_em))),
         post_acc_given_pre: clustered(&samples, |s| s.score.pre.is_correct(), post_correct),
+        post_acc_majority: majority(&samples),
         stale_rate: clustered(
             &samples,
             |_| true,
@@ -254,109 +281,24 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         },
         invalidation,
         axis_acc: ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len()),
+        axis_acc_by: axis_cells
+            .into_iter()
+            .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
+            .collect(),
         outcomes,
+        depth_trend: depth_trends(pairs),
         by,
     }
 }
 
-/// A system's answers to the queries of one PIT item, parallel to `queries`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PitResponse {
-    pub answers: Vec<Answer>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PitReport {
-    pub system: String,
-    pub items: usize,
-    pub n_queries: usize,
-    pub by_label: BTreeMap<String, Estimate>,
-    pub by_scenario_label: BTreeMap<String, Estimate>,
-    /// Correction histories at `after_first_fact`: share naming the corrected-away value.
-    pub retracted_leak: Option<f64>,
-    /// Share of all queries naming the final, current value.
-    pub current_state_leak: Option<f64>,
-    pub item_all_correct: Option<f64>,
-    /// Descriptive only: two items per cell.
-    pub by_domain: BTreeMap<String, f64>,
-    pub by_density: BTreeMap<String, f64>,
-}
-
-/// Score PIT items; a missing answer counts as an empty one.
-pub fn score_pit(system: &str, pairs: &[(&PitItem, &PitResponse)]) -> PitReport {
-    let mut scored: Vec<(&PitItem, &str, QueryScore)> = Vec::new();
-    let mut all_correct = Vec::new();
-    for (item, response) in pairs {
-        let mut ok = true;
-        for (j, q) in item.queries.iter().enumerate() {
-            let empty = Answer::default();
-            let a = response.answers.get(j).unwrap_or(&empty);
-            let s = score_pit_query(item, q, a);
-            ok &= s.outcome.is_correct();
-            scored.push((item, q.label.as_str(), s));
-        }
-        all_correct.push(ok);
-    }
-    let group = |key: &dyn Fn(&PitItem, &str) -> String| {
-        let mut cells: BTreeMap<String, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
-        for (item, label, s) in &scored {
-            cells
-                .entry(key(item, label))
-                .or_default()
-                .entry(item.pit_id.as_str())
-                .or_default()
-                .push(f64::from(u8::from(s.outcome.is_correct())));
-        }
-        cells
-            .into_iter()
-            .filter_map(|(k, c)| mean_ci(&c.into_values().collect::<Vec<_>>()).map(|e| (k, e)))
-            .collect::<BTreeMap<String, Estimate>>()
-    };
-    let leak_pool: Vec<&QueryScore> = scored
-        .iter()
-        .filter(|(i, l, _)| i.scenario == Scenario::CorrectionThenUpdate && *l == AFTER_FIRST_FACT)
-        .map(|(_, _, s)| s)
-        .collect();
-    let mut items: Vec<&str> = pairs.iter().map(|(i, _)| i.pit_id.as_str()).collect();
-    items.sort_unstable();
-    items.dedup();
-    PitReport {
-        system: system.to_string(),
-        items: items.len(),
-        n_queries: scored.len(),
-        by_label: group(&|_, l| l.to_string()),
-        by_scenario_label: group(&|i, l| format!("{} {l}", i.scenario)),
-        retracted_leak: ratio(
-            leak_pool.iter().filter(|s| s.retracted_leak).count(),
-            leak_pool.len(),
-        ),
-        current_state_leak: ratio(
-            scored.iter().filter(|(_, _, s)| s.current_leak).count(),
-            scored.len(),
-        ),
-        item_all_correct: ratio(
-            all_correct.iter().filter(|b| **b).count(),
-            all_correct.len(),
-        ),
-        by_domain: group(&|i, _| i.domain.to_string())
-            .into_iter()
-            .map(|(k, e)| (k, e.mean))
-            .collect(),
-        by_density: group(&|i, _| i.density.to_string())
-            .into_iter()
-            .map(|(k, e)| (k, e.mean))
-            .collect(),
-    }
-}
-
-fn pct(e: &Option<Estimate>) -> String {
+pub(super) fn pct(e: &Option<Estimate>) -> String {
     match e {
         Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi),
         None => "n/a".to_string(),
     }
 }
 
-fn opt(v: Option<f64>) -> String {
+pub(super) fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}"))
 }
 
@@ -377,6 +319,10 @@ impl ProbeReport {
             (
                 "post accuracy given pre correct",
                 pct(&self.post_acc_given_pre),
+            ),
+            (
+                "post accuracy, majority vote per item",
+                opt(self.post_acc_majority),
             ),
             ("stale rate", pct(&self.stale_rate)),
             ("abstention recall", opt(self.abstention.recall)),
@@ -404,10 +350,20 @@ impl ProbeReport {
                 let _ = writeln!(s, "| invalidation recall, chain position {p} | {r:.3} |");
             }
         }
+        for (cell, acc) in &self.axis_acc_by {
+            let _ = writeln!(s, "| axis accuracy, {cell} | {acc:.3} |");
+        }
+        for (arm, t) in &self.depth_trend {
+            let v = t.map_or_else(
+                || "n/a".to_string(),
+                |t| format!("z = {:.2}, p = {}", t.z, fmt_p(t.p_value)),
+            );
+            let _ = writeln!(s, "| depth trend, {arm} (Cochran-Armitage) | {v} |");
+        }
         let outcomes: Vec<String> = self
             .outcomes
             .iter()
-            .map(|(o, n)| format!("{o:?}={n}").to_lowercase())
+            .map(|(o, n)| format!("{}={n}", o.as_str()))
             .collect();
         let _ = writeln!(s, "| post outcomes | {} |", outcomes.join(", "));
         let _ = writeln!(
@@ -427,40 +383,6 @@ impl ProbeReport {
                     e.clusters, e.mean, e.lo, e.hi
                 );
             }
-        }
-        s
-    }
-}
-
-impl PitReport {
-    pub fn to_markdown(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "## Probe PIT (exploratory, not human-validated): {} ({} items, {} queries)\n",
-            self.system, self.items, self.n_queries
-        );
-        let _ = writeln!(
-            s,
-            "| cell | n | accuracy | 95% CI |\n| --- | --- | --- | --- |"
-        );
-        for (k, e) in self.by_label.iter().chain(&self.by_scenario_label) {
-            let _ = writeln!(
-                s,
-                "| {k} | {} | {:.3} | [{:.3}, {:.3}] |",
-                e.clusters, e.mean, e.lo, e.hi
-            );
-        }
-        let _ = writeln!(s, "\n| metric | value |\n| --- | --- |");
-        let _ = writeln!(s, "| retracted-value leak | {} |", opt(self.retracted_leak));
-        let _ = writeln!(
-            s,
-            "| current-state leak | {} |",
-            opt(self.current_state_leak)
-        );
-        let _ = writeln!(s, "| item all correct | {} |", opt(self.item_all_correct));
-        for (k, v) in self.by_domain.iter().chain(&self.by_density) {
-            let _ = writeln!(s, "| {k} (descriptive) | {v:.3} |");
         }
         s
     }
