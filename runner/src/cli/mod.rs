@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod render;
 mod suite;
 
 #[derive(Parser, Debug)]
@@ -21,12 +22,15 @@ enum Command {
     /// Generate, check and summarise the CREG evaluation-v1.0 suite.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
+    /// Render the prompts of the nine representation conditions and four tasks.
+    Render(render::RenderArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(cmd) => suite::run(cmd),
+        Command::Render(args) => render::run(args),
     };
     match result {
         Ok(code) => code,
