@@ -44,8 +44,20 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let suite = frozen::frozen_suite().context("the embedded frozen suite")?;
     let renderer = Renderer::frozen()?;
     if args.stats {
-        print!("{}", stats::table(&stats::body_lengths(&renderer, &suite)));
-        return Ok(ExitCode::SUCCESS);
+        let rows = stats::body_lengths(&renderer, &suite);
+        print!("{}", stats::table(&rows));
+        let within = rows
+            .iter()
+            .all(|r| r.deviation().abs() <= 0.03 && r.ratio_error().abs() <= 0.01);
+        println!(
+            "mean over every belief prefix (scenario x arrival step); tolerance 3% and 0.01: {}",
+            if within { "all within" } else { "NOT within" }
+        );
+        return Ok(if within {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
     if args.bench {
         return bench(&renderer, &suite, &conditions, &tasks);

@@ -36,7 +36,8 @@ pub struct EvidenceFacts<'a> {
 
 pub struct RelationFacts<'a> {
     /// The first step at which every evidence id the relation cites has arrived
-    /// (0: it cites none and is visible from the start).
+    /// (0: it cites none and is visible from the start; never, when it cites a report
+    /// the scenario does not have, since showing it would name that report).
     pub step: usize,
     pub source: &'a str,
     pub predicate: &'static str,

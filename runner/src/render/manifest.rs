@@ -82,7 +82,10 @@ pub struct Manifest {
     pub bundle_sha256: String,
 }
 
-pub fn manifest(r: &Renderer, files: Vec<FileEntry>) -> Manifest {
+/// `files` are listed by task, then condition, whatever order they were rendered in,
+/// so that the bundle hash names the set of files.
+pub fn manifest(r: &Renderer, mut files: Vec<FileEntry>) -> Manifest {
+    files.sort_by_key(|f| (f.task, f.condition));
     let templates: Vec<TemplateEntry> = templates::ALL
         .iter()
         .map(|f| TemplateEntry {
