@@ -93,6 +93,11 @@ impl Condition {
         }
     }
 
+    /// The position in [`Condition::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn is_principal(self) -> bool {
         matches!(
             self,
@@ -192,6 +197,9 @@ mod tests {
             assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
         }
         assert!("graph".parse::<Condition>().is_err());
+        for (i, c) in Condition::ALL.into_iter().enumerate() {
+            assert_eq!(c.index(), i);
+        }
     }
 
     #[test]

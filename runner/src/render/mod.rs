@@ -90,8 +90,10 @@ pub struct Prompt {
 /// The templates, parsed once, and the suite hash request ids are keyed on.
 pub struct Renderer {
     suite_sha256: String,
-    legends: Vec<(Condition, String)>,
-    tasks: Vec<(Task, Vec<Segment>)>,
+    /// Indexed by [`Condition::index`].
+    legends: Vec<String>,
+    /// Indexed by [`Task::index`].
+    tasks: Vec<Vec<Segment>>,
     preamble: &'static str,
 }
 
@@ -109,11 +111,11 @@ impl Renderer {
             text.push('\n');
             text.push_str(&templates::legend(&templates::LEGEND_EVIDENCE, c)?);
             text.push('\n');
-            legends.push((c, text));
+            legends.push(text);
         }
         let tasks = Task::ALL
             .into_iter()
-            .map(|t| Ok((t, templates::parse_task(t.template())?)))
+            .map(|t| templates::parse_task(t.template()))
             .collect::<Result<_, TemplateError>>()?;
         Ok(Renderer {
             suite_sha256: suite_sha256.into(),
@@ -135,12 +137,7 @@ impl Renderer {
     }
 
     pub fn legend(&self, c: Condition) -> &str {
-        &self
-            .legends
-            .iter()
-            .find(|(x, _)| *x == c)
-            .expect("a legend per condition")
-            .1
+        &self.legends[c.index()]
     }
 
     /// The scenario laid out in `c`; cut a prefix's body from it with
@@ -164,12 +161,7 @@ impl Renderer {
     /// Calls `sink` with every prompt of `task` for scenario `s` in condition `c`.
     pub fn prompts(&self, s: &Scenario, c: Condition, task: Task, sink: &mut impl FnMut(Prompt)) {
         let layout = self.layout(s, c);
-        let segments = &self
-            .tasks
-            .iter()
-            .find(|(t, _)| *t == task)
-            .expect("a template per task")
-            .1;
+        let segments = &self.tasks[task.index()];
         for step in task.steps(s.observations.len()) {
             let mut text = String::with_capacity(12 * 1024);
             for seg in segments {

@@ -23,6 +23,11 @@ impl Task {
         Task::Explanation,
     ];
 
+    /// The position in [`Task::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Task::Belief => "belief",
@@ -132,6 +137,14 @@ mod tests {
         }
     }
 
+    /// Answers must fit the 512-token output budget: no prose around the object.
+    #[test]
+    fn templates_ask_for_the_json_object_alone() {
+        for t in Task::ALL {
+            assert!(t.template().text.contains("JSON object alone"), "{t}");
+        }
+    }
+
     #[test]
     fn action_choices_are_the_four_published_ones() {
         let s = schema(Task::Action);
@@ -150,8 +163,9 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for t in Task::ALL {
+        for (i, t) in Task::ALL.into_iter().enumerate() {
             assert_eq!(t.name().parse::<Task>().unwrap(), t);
+            assert_eq!(t.index(), i);
         }
         assert_eq!(Task::Belief.steps(4).count(), 4);
         assert_eq!(Task::Action.steps(4).collect::<Vec<_>>(), vec![4]);

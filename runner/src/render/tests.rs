@@ -539,7 +539,7 @@ const PINNED_TEMPLATES: [(&str, &str); 14] = [
     ),
     (
         "prompts/legend/graph.v1.txt",
-        "c812cb802c1a87f828e4091b27941b46590f328fbd4abee10b90ee48968816a6",
+        "8a8712b59dfc472f555dce1f4bc4f2f770da9b0020c37bd987eec1d7e545bab3",
     ),
     (
         "prompts/legend/flat.v1.txt",
@@ -601,11 +601,11 @@ const PINNED_CONDITIONS: [(&str, &str); 9] = [
     ),
     (
         "graph_without_relations",
-        "f05c1c83824976529a4ade4f2ec248ca89ac6219ae913c43b95fc0311d966f1e",
+        "1aa890258135578ebe48e7d1bcd59ea71d2cf65b2b018910a15112716b43e0e7",
     ),
     (
         "full_graph",
-        "ea1a0468eca33f58220f0b66d22dd15b99050cc0c8d08e2fc467f7b357e547e4",
+        "5095c3ede74421d2d03fd99e00793938510ba31920ae6267e7421f7db012d20a",
     ),
     (
         "flat_edge_removed",
@@ -613,20 +613,20 @@ const PINNED_CONDITIONS: [(&str, &str); 9] = [
     ),
     (
         "no_provenance",
-        "26b2b035ed4a0ba2ae04cedf8017f7e1c9073bbcb4da37a8e5f3460b3b8c4efc",
+        "ced2ef4f73d088b52868fd5db27bcf318d035909fa3bc292ec8a680704ea9dc7",
     ),
     (
         "no_timestamps",
-        "7d1c7765f008e677967bdc7513af93b96b7be16451ce123f97891149d217a6a4",
+        "5027d782c62de1399ce78aeb9a6fca614c3ab0dbcee4aeb18f38a3167360ab98",
     ),
     (
         "no_confidence",
-        "c3dd8dc63cd6645504271d58ed6f82ecea1c1d20a96385ee4686173585304fd3",
+        "075084ac049e44a7330acb8ba129cd2ea48b84c6caaec0a31aa662a2109d38a7",
     ),
     (
         "shuffled_full_graph",
-        "0a5863c1f73f5a5eeff67476433024c5e2849b252c53d7bda8c6b372e0e8c597",
+        "6bd2e3de6fd7f6697d8a39acff87b72f1380ab4e2ec857bf7fbefcb50948a2ae",
     ),
 ];
 /// What `runner render` (all conditions, all tasks) prints as the bundle sha256.
-const PINNED_BUNDLE: &str = "de8b781e5944c5f0ddb965da559ea92d2991c9b621e8bce5587264ff6b6715d5";
+const PINNED_BUNDLE: &str = "beaf1b39f9bf108f5db47f7a419b25bc164d614b127f9f7e46d602a7604a8815";
