@@ -24,6 +24,12 @@ pub struct RenderArgs {
     /// Print the mean body length per condition next to the published figures instead.
     #[arg(long, conflicts_with = "bench")]
     stats: bool,
+    /// Print one prompt of this scenario instead (with one --condition and one --task).
+    #[arg(long, conflicts_with_all = ["stats", "bench"])]
+    scenario: Option<String>,
+    /// With --scenario: the arrival step (default: the last).
+    #[arg(long, requires = "scenario")]
+    step: Option<usize>,
     /// Time rendering every prompt of the selected conditions and tasks (use a release
     /// build) instead of writing them.
     #[arg(long)]
@@ -53,11 +59,41 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
             "mean over every belief prefix (scenario x arrival step); tolerance 3% and 0.01: {}",
             if within { "all within" } else { "NOT within" }
         );
+        println!("\nwhole prompts (instructions, body, question), all nine conditions:");
+        print!(
+            "{}",
+            stats::prompt_table(&stats::prompt_lengths(&renderer, &suite))
+        );
         return Ok(if within {
             ExitCode::SUCCESS
         } else {
             ExitCode::FAILURE
         });
+    }
+    if let Some(id) = &args.scenario {
+        let ([c], [task]) = (conditions.as_slice(), tasks.as_slice()) else {
+            anyhow::bail!("--scenario needs one --condition NAME and one --task NAME");
+        };
+        let s = suite
+            .iter()
+            .find(|s| s.id.as_str() == id)
+            .with_context(|| format!("no scenario {id} in the frozen suite"))?;
+        let step = args.step.unwrap_or(s.observations.len());
+        let mut found = None;
+        renderer.prompts(s, *c, *task, &mut |p| {
+            if p.step == step {
+                found = Some(p);
+            }
+        });
+        let p = found.with_context(|| {
+            format!(
+                "{task} is asked at steps {:?} of {id}",
+                task.steps(s.observations.len())
+            )
+        })?;
+        println!("{}", p.text);
+        eprintln!("request id {}", p.request_id);
+        return Ok(ExitCode::SUCCESS);
     }
     if args.bench {
         return bench(&renderer, &suite, &conditions, &tasks);

@@ -86,3 +86,58 @@ pub fn table(rows: &[LengthRow]) -> String {
     }
     out
 }
+
+/// Whole-prompt lengths of one task over every condition: what a model's context has
+/// to hold.
+#[derive(Clone, Debug)]
+pub struct PromptRow {
+    pub task: Task,
+    pub prompts: usize,
+    pub mean_chars: f64,
+    pub max_chars: usize,
+}
+
+pub fn prompt_lengths(r: &Renderer, suite: &[Scenario]) -> Vec<PromptRow> {
+    Task::ALL
+        .into_iter()
+        .map(|task| {
+            let (mut total, mut max, mut prompts) = (0usize, 0usize, 0usize);
+            for s in suite {
+                for c in Condition::ALL {
+                    r.prompts(s, c, task, &mut |p| {
+                        let n = p.text.chars().count();
+                        total += n;
+                        max = max.max(n);
+                        prompts += 1;
+                    });
+                }
+            }
+            PromptRow {
+                task,
+                prompts,
+                mean_chars: total as f64 / prompts.max(1) as f64,
+                max_chars: max,
+            }
+        })
+        .collect()
+}
+
+pub fn prompt_table(rows: &[PromptRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<14} {:>8} {:>10} {:>10}",
+        "task", "prompts", "mean", "max"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<14} {:>8} {:>10.1} {:>10}",
+            r.task.name(),
+            r.prompts,
+            r.mean_chars,
+            r.max_chars
+        );
+    }
+    out
+}
