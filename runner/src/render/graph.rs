@@ -108,6 +108,8 @@ pub fn layout(f: &Facts, c: Condition, legend: &str, scenario_id: &str) -> Layou
     l.section(array("nodes", nodes, ",\n"));
     l.section(array("links", links, "\n"));
     l.text("}");
+    // Records move within their own array (nodes among nodes, links among links), as
+    // node-link JSON requires; the text stays the same characters up to order.
     if c == Condition::ShuffledFullGraph {
         l.shuffle(&format!("{SHUFFLE_SEED}\n{scenario_id}"));
     }
