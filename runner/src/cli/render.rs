@@ -21,7 +21,8 @@ pub struct RenderArgs {
     /// Output folder for `<task>/<condition>.jsonl` and manifest.json.
     #[arg(long, default_value = "outputs/prompts")]
     out: PathBuf,
-    /// Print the mean body length per condition next to the published figures instead.
+    /// Print the mean body length of every condition next to the published figures,
+    /// and whole-prompt lengths per task, instead of writing prompts.
     #[arg(long, conflicts_with = "bench")]
     stats: bool,
     /// Print one prompt of this scenario instead (with one --condition and one --task).
