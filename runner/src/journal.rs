@@ -102,8 +102,17 @@ fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         (Value::Object(x), Value::Object(y)) => {
             let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
             for k in keys {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                diff_into(&p, x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), out);
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                diff_into(
+                    &p,
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
             }
         }
         _ if a != b => out.push(format!("{path}: this run {a} vs journal {b}")),
@@ -160,7 +169,8 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
         Err(e) => return Err(io_error(path, "open", e)),
     };
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(|e| io_error(path, "read", e))?;
+    file.read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, "read", e))?;
     let mut out = Recovered::default();
     let mut seen = BTreeSet::new();
     let mut good_end = 0usize;
@@ -168,7 +178,10 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
     let mut line_no = 0usize;
     while offset < bytes.len() {
         line_no += 1;
-        let end = bytes[offset..].iter().position(|b| *b == b'\n').map(|i| offset + i);
+        let end = bytes[offset..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|i| offset + i);
         let line = &bytes[offset..end.unwrap_or(bytes.len())];
         let parsed = std::str::from_utf8(line)
             .map_err(|e| e.to_string())
@@ -200,7 +213,8 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
     }
     out.torn_bytes = bytes.len() - good_end;
     if out.torn_bytes > 0 && repair {
-        file.set_len(good_end as u64).map_err(|e| io_error(path, "cut the torn last line off", e))?;
+        file.set_len(good_end as u64)
+            .map_err(|e| io_error(path, "cut the torn last line off", e))?;
         file.sync_all().map_err(|e| io_error(path, "sync", e))?;
     }
     Ok(out)
@@ -223,9 +237,11 @@ impl Journal {
                 }
             }
             None => {
-                let text = serde_json::to_string_pretty(manifest).map_err(|e| JournalError::BadManifest {
-                    path: manifest_path.clone(),
-                    message: e.to_string(),
+                let text = serde_json::to_string_pretty(manifest).map_err(|e| {
+                    JournalError::BadManifest {
+                        path: manifest_path.clone(),
+                        message: e.to_string(),
+                    }
                 })?;
                 write_atomically(&manifest_path, text.as_bytes())?;
             }
@@ -237,7 +253,9 @@ impl Journal {
             .append(true)
             .open(&path)
             .map_err(|e| io_error(&path, "open for appending", e))?;
-        let len = file.seek(SeekFrom::End(0)).map_err(|e| io_error(&path, "seek", e))?;
+        let len = file
+            .seek(SeekFrom::End(0))
+            .map_err(|e| io_error(&path, "seek", e))?;
         Ok((
             Journal {
                 dir: dir.to_path_buf(),
@@ -290,7 +308,15 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
             obj.remove("shard");
         }
         match &first {
-            None => first = Some((dir.clone(), Manifest { identity, context: manifest.context })),
+            None => {
+                first = Some((
+                    dir.clone(),
+                    Manifest {
+                        identity,
+                        context: manifest.context,
+                    },
+                ))
+            }
             Some((_, m)) => {
                 let differing = differences(&m.identity, &identity);
                 if !differing.is_empty() {
@@ -307,8 +333,12 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
         return Ok(0);
     };
     let (mut journal, existing) = Journal::open(out, &manifest)?;
-    let mut seen: BTreeSet<(String, u64)> = existing.records.iter().map(SampleRecord::key).collect();
-    let fresh: Vec<SampleRecord> = records.into_iter().filter(|r| seen.insert(r.key())).collect();
+    let mut seen: BTreeSet<(String, u64)> =
+        existing.records.iter().map(SampleRecord::key).collect();
+    let fresh: Vec<SampleRecord> = records
+        .into_iter()
+        .filter(|r| seen.insert(r.key()))
+        .collect();
     journal.append(&fresh)?;
     Ok(seen.len())
 }
@@ -376,7 +406,11 @@ mod tests {
         let (_, rec) = Journal::open(&dir, &manifest("a")).unwrap();
         assert_eq!(rec.records.len(), 2);
         assert_eq!(rec.torn_bytes, torn.len() - before.len());
-        assert_eq!(std::fs::read(&path).unwrap(), before, "the file is back to its good prefix");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the file is back to its good prefix"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -399,9 +433,18 @@ mod tests {
         drop(j);
         let err = Journal::open(&dir, &manifest("b")).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("model.revision: this run \"b\" vs journal \"a\""), "{msg}");
+        assert!(
+            msg.contains("model.revision: this run \"b\" vs journal \"a\""),
+            "{msg}"
+        );
         assert!(msg.contains("--fresh"), "{msg}");
-        assert_eq!(read_records(&dir.join(JOURNAL_FILE), false).unwrap().records.len(), 1);
+        assert_eq!(
+            read_records(&dir.join(JOURNAL_FILE), false)
+                .unwrap()
+                .records
+                .len(),
+            1
+        );
         // The context (device, times) may differ freely.
         let mut moved = manifest("a");
         moved.context = json!({"device": "cuda:0"});
@@ -420,17 +463,28 @@ mod tests {
         let damaged = text.replacen("req-0002", "req-0002\u{0}\"", 1);
         std::fs::write(&path, &damaged).unwrap();
         let err = Journal::open(&dir, &manifest("a")).unwrap_err();
-        assert!(matches!(err, JournalError::Corrupt { line: 2, .. }), "{err}");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged, "nothing was rewritten");
+        assert!(
+            matches!(err, JournalError::Corrupt { line: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            damaged,
+            "nothing was rewritten"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_folder_that_cannot_be_written_gives_a_clear_error() {
         // /proc refuses new entries even to root.
-        let err = Journal::open(Path::new("/proc/creg-runner-test/run"), &manifest("a")).unwrap_err();
+        let err =
+            Journal::open(Path::new("/proc/creg-runner-test/run"), &manifest("a")).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.starts_with("/proc/creg-runner-test/run: cannot create the run folder"), "{msg}");
+        assert!(
+            msg.starts_with("/proc/creg-runner-test/run: cannot create the run folder"),
+            "{msg}"
+        );
     }
 
     #[test]

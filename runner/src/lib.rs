@@ -7,5 +7,6 @@
 pub mod baseline;
 pub mod digest;
 pub mod journal;
+pub mod render;
 pub mod score;
 pub mod suite;

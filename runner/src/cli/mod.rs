@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod probe;
+mod render;
 mod score;
 mod suite;
 
@@ -31,6 +32,8 @@ enum Command {
     /// The embedded scorer: benchmarks (journal rescoring arrives with the runner).
     #[command(subcommand)]
     Score(score::ScoreCommand),
+    /// Render the prompts of the nine representation conditions and four tasks.
+    Render(render::RenderArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -40,6 +43,7 @@ pub fn main() -> ExitCode {
         Command::Probe(cmd) => probe::run(cmd),
         Command::Baseline(args) => score::baseline(args),
         Command::Score(cmd) => score::run(cmd),
+        Command::Render(args) => render::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,169 @@
+//! `runner render ...`: write the prompts of the frozen suite, print their length
+//! statistics, or time the renderers.
+
+use anyhow::Context;
+use clap::Args;
+use runner::render::manifest::{self, FileEntry};
+use runner::render::{stats, Condition, Renderer, Task};
+use runner::suite::creg::frozen;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// A condition name, or `all`.
+    #[arg(long, default_value = "all")]
+    condition: String,
+    /// belief, contradiction, action, explanation, or `all`.
+    #[arg(long, default_value = "all")]
+    task: String,
+    /// Output folder for `<task>/<condition>.jsonl` and manifest.json.
+    #[arg(long, default_value = "outputs/prompts")]
+    out: PathBuf,
+    /// Print the mean body length of every condition next to the published figures,
+    /// and whole-prompt lengths per task, instead of writing prompts.
+    #[arg(long, conflicts_with = "bench")]
+    stats: bool,
+    /// Print one prompt of this scenario instead (with one --condition and one --task).
+    #[arg(long, conflicts_with_all = ["stats", "bench"])]
+    scenario: Option<String>,
+    /// With --scenario: the arrival step (default: the last).
+    #[arg(long, requires = "scenario")]
+    step: Option<usize>,
+    /// Time rendering every prompt of the selected conditions and tasks (use a release
+    /// build) instead of writing them.
+    #[arg(long)]
+    bench: bool,
+}
+
+pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    let conditions: Vec<Condition> = if args.condition == "all" {
+        Condition::ALL.to_vec()
+    } else {
+        vec![args.condition.parse()?]
+    };
+    let tasks: Vec<Task> = if args.task == "all" {
+        Task::ALL.to_vec()
+    } else {
+        vec![args.task.parse()?]
+    };
+    let suite = frozen::frozen_suite().context("the embedded frozen suite")?;
+    let renderer = Renderer::frozen()?;
+    if args.stats {
+        let rows = stats::body_lengths(&renderer, &suite);
+        print!("{}", stats::table(&rows));
+        let within = rows
+            .iter()
+            .all(|r| r.deviation().abs() <= 0.03 && r.ratio_error().abs() <= 0.01);
+        println!(
+            "mean over every belief prefix (scenario x arrival step); tolerance 3% and 0.01: {}",
+            if within { "all within" } else { "NOT within" }
+        );
+        println!("\nwhole prompts (instructions, body, question), all nine conditions:");
+        print!(
+            "{}",
+            stats::prompt_table(&stats::prompt_lengths(&renderer, &suite))
+        );
+        return Ok(if within {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    if let Some(id) = &args.scenario {
+        let ([c], [task]) = (conditions.as_slice(), tasks.as_slice()) else {
+            anyhow::bail!("--scenario needs one --condition NAME and one --task NAME");
+        };
+        let s = suite
+            .iter()
+            .find(|s| s.id.as_str() == id)
+            .with_context(|| format!("no scenario {id} in the frozen suite"))?;
+        let step = args.step.unwrap_or(s.observations.len());
+        let mut found = None;
+        renderer.prompts(s, *c, *task, &mut |p| {
+            if p.step == step {
+                found = Some(p);
+            }
+        });
+        let p = found.with_context(|| {
+            format!(
+                "{task} is asked at steps {:?} of {id}",
+                task.steps(s.observations.len())
+            )
+        })?;
+        println!("{}", p.text);
+        eprintln!("request id {}", p.request_id);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.bench {
+        return bench(&renderer, &suite, &conditions, &tasks);
+    }
+    let started = Instant::now();
+    let mut entries: Vec<FileEntry> = Vec::new();
+    for &task in &tasks {
+        for &c in &conditions {
+            let file = manifest::render_file(&renderer, &suite, c, task);
+            let path = args.out.join(file.path());
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(&path, &file.jsonl)
+                .with_context(|| format!("writing {}", path.display()))?;
+            entries.push(file.entry());
+        }
+    }
+    let m = manifest::manifest(&renderer, entries);
+    let path = args.out.join("manifest.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&m)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "wrote {} prompts in {} files to {} in {:.0} ms; bundle sha256 {}",
+        m.total_prompts,
+        m.files.len(),
+        args.out.display(),
+        started.elapsed().as_secs_f64() * 1e3,
+        m.bundle_sha256
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(
+    renderer: &Renderer,
+    suite: &[runner::suite::creg::record::Scenario],
+    conditions: &[Condition],
+    tasks: &[Task],
+) -> anyhow::Result<ExitCode> {
+    const ROUNDS: usize = 5;
+    let mut best = f64::INFINITY;
+    let (mut prompts, mut chars) = (0usize, 0usize);
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        (prompts, chars) = (0, 0);
+        for s in suite {
+            for &c in conditions {
+                for &t in tasks {
+                    renderer.prompts(s, c, t, &mut |p| {
+                        prompts += 1;
+                        chars += p.text.len();
+                    });
+                }
+            }
+        }
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    println!(
+        "rendered {prompts} prompts ({:.1} MB of text; {} conditions x {} tasks) in {:.0} ms (best of {ROUNDS}{})",
+        chars as f64 / 1e6,
+        conditions.len(),
+        tasks.len(),
+        best * 1e3,
+        if cfg!(debug_assertions) {
+            "; debug build, use --release"
+        } else {
+            ""
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
