@@ -101,9 +101,9 @@ pub fn belief_answer(system: System, s: &Scenario, step: usize) -> Result<String
     let spec = NormativeSpec::frozen();
     let Some(eval) = evaluate(system, s, step)? else {
         return Ok(json!({
-            "entity_id": spec.target.entity_id, "attribute": spec.target.attribute,
+            "target": format!("{}.{}", spec.target.entity_id, spec.target.attribute),
             "distribution": {"anomalous": 0.5, "normal": 0.5}, "top_state": "undetermined",
-            "supporting_evidence": [], "contradicting_evidence": [], "contradictions": []
+            "supporting_evidence_ids": [], "contradicting_evidence_ids": [], "active_contradictions": []
         })
         .to_string());
     };
@@ -116,15 +116,15 @@ pub fn belief_answer(system: System, s: &Scenario, step: usize) -> Result<String
         .contradictions
         .iter()
         .filter(|c| c.contradiction_present)
-        .map(|c| json!({"involved_evidence_ids": c.involved_evidence_ids, "contradiction_type": c.contradiction_type}))
+        .map(|c| json!({"involved_evidence_ids": c.involved_evidence_ids, "type": c.contradiction_type}))
         .collect();
     Ok(json!({
-        "entity_id": b.entity_id, "attribute": b.attribute,
+        "target": format!("{}.{}", b.entity_id, b.attribute),
         "distribution": {"anomalous": b.reference_distribution.anomalous, "normal": b.reference_distribution.normal},
         "top_state": name(b.reference_state),
-        "supporting_evidence": b.supporting_evidence,
-        "contradicting_evidence": b.contradicting_evidence,
-        "contradictions": contradictions,
+        "supporting_evidence_ids": b.supporting_evidence,
+        "contradicting_evidence_ids": b.contradicting_evidence,
+        "active_contradictions": contradictions,
     })
     .to_string())
 }
@@ -143,7 +143,7 @@ pub fn contradiction_answer(system: System, s: &Scenario) -> Result<String, Mode
         "contradiction_present": c.contradiction_present,
         "involved_evidence_ids": c.involved_evidence_ids,
         "contradiction_type": c.contradiction_type,
-        "resolution_status": c.resolution_status.map_or(Value::from("none"), name),
+        "resolution_status": c.resolution_status.map_or(Value::Null, name),
     })
     .to_string())
 }
@@ -161,38 +161,60 @@ pub fn action_answer(system: System, s: &Scenario) -> Result<String, ModelError>
     )
 }
 
-/// The explanation answer at the endpoint: cites the supporting evidence and names what
-/// it set aside.
+/// The explanation answer at the endpoint: cites the supporting evidence and says which
+/// reports it set aside, and why.
 pub fn explanation_answer(system: System, s: &Scenario) -> Result<String, ModelError> {
     let Some(eval) = evaluate(system, s, s.observations.len())? else {
-        return Ok(
-            json!({"explanation": "No evidence is weighed; the belief stays uniform.",
-            "cited_evidence_ids": [], "disregarded_evidence": []})
-            .to_string(),
-        );
+        let all: Vec<&EvidenceId> = s.observations.iter().map(|o| &o.id).collect();
+        return Ok(json!({"top_state": "undetermined",
+            "explanation": "No report is weighed; both states stay equally likely.",
+            "cited_evidence_ids": all})
+        .to_string());
     };
     let b = &eval.beliefs;
-    let disregarded: Vec<Value> = eval
-        .evidence
-        .iter()
-        .filter(|e| matches!(e.status, EvidenceStatus::Stale | EvidenceStatus::Superseded))
-        .map(|e| json!({"evidence_id": e.evidence_id, "reason": name(e.status)}))
-        .collect();
-    let cited: Vec<&str> = b
-        .supporting_evidence
-        .iter()
-        .map(EvidenceId::as_str)
-        .collect();
-    Ok(json!({
-        "explanation": format!(
-            "{}.{} is {} given {}.",
-            b.entity_id, b.attribute, name(b.reference_state).as_str().unwrap_or("undetermined"),
-            if cited.is_empty() { "no applicable evidence".to_string() } else { cited.join(", ") }
-        ),
-        "cited_evidence_ids": b.supporting_evidence,
-        "disregarded_evidence": disregarded,
-    })
-    .to_string())
+    let state = name(b.reference_state);
+    let state = state.as_str().unwrap_or("undetermined");
+    let mut text = if b.supporting_evidence.is_empty() {
+        format!(
+            "{}.{} is {state}: no counted report supports a state.",
+            b.entity_id, b.attribute
+        )
+    } else {
+        let cited: Vec<&str> = b
+            .supporting_evidence
+            .iter()
+            .map(EvidenceId::as_str)
+            .collect();
+        format!(
+            "{}.{} is {state} on the evidence of {}.",
+            b.entity_id,
+            b.attribute,
+            cited.join(", ")
+        )
+    };
+    for e in &eval.evidence {
+        match e.status {
+            EvidenceStatus::Superseded => text.push_str(&format!(
+                " {} does not count: it was superseded by a correction.",
+                e.evidence_id
+            )),
+            EvidenceStatus::Stale => text.push_str(&format!(
+                " {} does not count: it is stale, from an older epoch.",
+                e.evidence_id
+            )),
+            _ => {}
+        }
+    }
+    let cited = if b.supporting_evidence.is_empty() {
+        eval.evidence
+            .iter()
+            .map(|e| e.evidence_id.clone())
+            .take(1)
+            .collect()
+    } else {
+        b.supporting_evidence.clone()
+    };
+    Ok(json!({"top_state": state, "explanation": text, "cited_evidence_ids": cited}).to_string())
 }
 
 /// The system's answer text to one question.

@@ -148,3 +148,59 @@ fn unknown_baseline_names_list_the_known_ones() {
         assert_eq!(s.name().parse::<System>().unwrap(), s);
     }
 }
+
+/// The contract files in prompts/ that the models are shown.
+fn schema(task: &str) -> serde_json::Value {
+    let text = match task {
+        "belief" => include_str!("../../prompts/contracts/belief.v1.schema.json"),
+        "contradiction" => include_str!("../../prompts/contracts/contradiction.v1.schema.json"),
+        "action" => include_str!("../../prompts/contracts/action.v1.schema.json"),
+        "explanation" => include_str!("../../prompts/contracts/explanation.v1.schema.json"),
+        other => panic!("no contract for {other}"),
+    };
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn baseline_answers_have_exactly_the_contract_fields_and_parse_as_valid() {
+    for system in System::ALL {
+        for s in suite().iter().step_by(7) {
+            for q in questions(s) {
+                let text = baseline::answer(system, s, q).unwrap();
+                let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let contract = schema(q.task_name());
+                let mut fields: Vec<&String> = answer.as_object().unwrap().keys().collect();
+                let mut defined: Vec<&String> =
+                    contract["properties"].as_object().unwrap().keys().collect();
+                fields.sort();
+                defined.sort();
+                assert_eq!(fields, defined, "{system} {q:?}");
+                for required in contract["required"].as_array().unwrap() {
+                    assert!(
+                        answer.get(required.as_str().unwrap()).is_some(),
+                        "{system} {q:?} {required}"
+                    );
+                }
+                let score = score_text(s, q, &text, FinishReason::Stop).unwrap();
+                assert_eq!(score.category(), "valid", "{system} {q:?}: {text}");
+            }
+        }
+    }
+}
+
+#[test]
+fn dropping_any_required_field_makes_an_answer_invalid() {
+    let s = &suite()[120];
+    for q in questions(s) {
+        let text = baseline::answer(System::Oracle, s, q).unwrap();
+        for required in schema(q.task_name())["required"].as_array().unwrap() {
+            let mut answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+            answer
+                .as_object_mut()
+                .unwrap()
+                .remove(required.as_str().unwrap());
+            let score = score_text(s, q, &answer.to_string(), FinishReason::Stop).unwrap();
+            assert_eq!(score.category(), "invalid", "{q:?} without {required}");
+        }
+    }
+}

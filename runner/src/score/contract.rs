@@ -86,8 +86,8 @@ pub struct StatedContradiction {
 /// The belief task's answer at one prefix.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BeliefAnswer {
-    pub entity_id: Option<String>,
-    pub attribute: Option<String>,
+    /// What the answer is about, as `entity.attribute`.
+    pub target: String,
     pub p_anomalous: f64,
     pub top_state: ReferenceState,
     pub supporting_evidence: Vec<EvidenceId>,
@@ -111,19 +111,12 @@ pub struct ActionAnswer {
     pub target_entity_id: Option<String>,
 }
 
-/// Evidence an explanation sets aside, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Disregarded {
-    pub evidence_id: EvidenceId,
-    pub reason: String,
-}
-
 /// The explanation task's answer.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExplanationAnswer {
+    pub top_state: ReferenceState,
     pub explanation: String,
     pub cited_evidence_ids: Vec<EvidenceId>,
-    pub disregarded_evidence: Vec<Disregarded>,
 }
 
 /// A parsed sample: its category and, unless it failed, the answer.
@@ -133,21 +126,45 @@ pub struct Parsed<T> {
     pub answer: Option<T>,
 }
 
-/// Reads fields out of an object, remembering repairs.
+/// Reads fields out of an object, remembering repairs. The first name of each field is
+/// the contract's; another spelling is accepted as a repair, and so are fields the
+/// contract does not have.
 struct Fields<'a> {
     obj: &'a Map<String, Value>,
     repairs: Vec<Repair>,
+    used: Vec<&'a str>,
 }
 
 impl<'a> Fields<'a> {
-    fn get(&self, names: &[&str]) -> Option<&'a Value> {
-        names
-            .iter()
-            .find_map(|n| self.obj.get(*n))
-            .filter(|v| !v.is_null())
+    fn new(obj: &'a Map<String, Value>, repairs: Vec<Repair>) -> Self {
+        Fields {
+            obj,
+            repairs,
+            used: Vec::new(),
+        }
     }
 
-    fn required(&self, names: &[&str]) -> Result<&'a Value, Invalid> {
+    fn get(&mut self, names: &[&str]) -> Option<&'a Value> {
+        let (i, key, value) = names
+            .iter()
+            .enumerate()
+            .find_map(|(i, n)| self.obj.get_key_value(*n).map(|(k, v)| (i, k, v)))?;
+        self.used.push(key.as_str());
+        if i > 0 {
+            self.repairs.push(Repair::RenamedField);
+        }
+        Some(value).filter(|v| !v.is_null())
+    }
+
+    /// A field the contract requires but allows to be null.
+    fn nullable_token(&mut self, names: &[&str]) -> Result<Option<String>, Invalid> {
+        if !names.iter().any(|n| self.obj.contains_key(*n)) {
+            return Err(Invalid::MissingField(names[0].to_string()));
+        }
+        self.token(names)
+    }
+
+    fn required(&mut self, names: &[&str]) -> Result<&'a Value, Invalid> {
         self.get(names)
             .ok_or_else(|| Invalid::MissingField(names[0].to_string()))
     }
@@ -171,10 +188,10 @@ impl<'a> Fields<'a> {
         }))
     }
 
+    /// A required list of evidence ids.
     fn ids(&mut self, names: &[&str]) -> Result<Vec<EvidenceId>, Invalid> {
-        match self.get(names) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
+        match self.required(names)? {
+            Value::Array(items) => items
                 .iter()
                 .map(|v| match v {
                     Value::String(s) => {
@@ -187,8 +204,16 @@ impl<'a> Fields<'a> {
                     _ => Err(Invalid::WrongType(names[0].to_string())),
                 })
                 .collect(),
-            Some(_) => Err(Invalid::WrongType(names[0].to_string())),
+            _ => Err(Invalid::WrongType(names[0].to_string())),
         }
+    }
+
+    /// Flags fields the contract does not define.
+    fn finish(mut self) -> Vec<Repair> {
+        if self.obj.keys().any(|k| !self.used.contains(&k.as_str())) {
+            self.repairs.push(Repair::ExtraField);
+        }
+        self.repairs
     }
 }
 
@@ -244,12 +269,9 @@ fn parse_with<T>(
             let Value::Object(obj) = &extracted.value else {
                 return Err(Invalid::NoObject(NoObject::Unparseable));
             };
-            let mut fields = Fields {
-                obj,
-                repairs: extracted.repairs.clone(),
-            };
+            let mut fields = Fields::new(obj, extracted.repairs.clone());
             let answer = read(&mut fields)?;
-            let mut repairs = fields.repairs;
+            let mut repairs = fields.finish();
             repairs.sort();
             repairs.dedup();
             Ok((answer, repairs))
@@ -278,10 +300,17 @@ fn parse_with<T>(
     }
 }
 
-/// The belief answer: a distribution over anomalous and normal, the top state,
-/// supporting and contradicting evidence, active contradictions.
+/// The belief answer (`prompts/contracts/belief.v1.schema.json`): the target, a
+/// distribution over anomalous and normal, the top state, supporting and contradicting
+/// evidence, active contradictions.
 pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
     parse_with(text, finish, |f| {
+        // The target is read, not enforced: naming another entity is what entity
+        // grounding measures, apart from belief quality.
+        let target = f
+            .string(&["target", "entity"])?
+            .map(|t| t.trim().to_string())
+            .ok_or_else(|| Invalid::MissingField("target".into()))?;
         let dist = f.required(&["distribution", "reference_distribution", "belief"])?;
         let Value::Object(d) = dist else {
             return Err(Invalid::WrongType("distribution".into()));
@@ -310,38 +339,34 @@ pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
             .ok_or_else(|| Invalid::MissingField("top_state".into()))?;
         let top_state =
             reference_state(&top).ok_or(Invalid::UnknownValue(format!("top_state {top}")))?;
+        let supporting_evidence = f.ids(&["supporting_evidence_ids", "supporting_evidence"])?;
+        let contradicting_evidence =
+            f.ids(&["contradicting_evidence_ids", "contradicting_evidence"])?;
         let mut contradictions = Vec::new();
-        if let Some(list) = f.get(&["contradictions", "active_contradictions"]) {
-            let Value::Array(items) = list else {
-                return Err(Invalid::WrongType("contradictions".into()));
+        let Value::Array(items) = f.required(&["active_contradictions", "contradictions"])? else {
+            return Err(Invalid::WrongType("active_contradictions".into()));
+        };
+        for item in items {
+            let Value::Object(obj) = item else {
+                return Err(Invalid::WrongType("active_contradictions[]".into()));
             };
-            for item in items {
-                let Value::Object(obj) = item else {
-                    return Err(Invalid::WrongType("contradictions[]".into()));
-                };
-                let mut inner = Fields {
-                    obj,
-                    repairs: Vec::new(),
-                };
-                contradictions.push(StatedContradiction {
-                    involved_evidence_ids: inner.ids(&[
-                        "involved_evidence_ids",
-                        "involved_ids",
-                        "evidence_ids",
-                    ])?,
-                    contradiction_type: inner.token(&["contradiction_type", "type"])?,
-                });
-                f.repairs.extend(inner.repairs);
-            }
+            let mut inner = Fields::new(obj, Vec::new());
+            contradictions.push(StatedContradiction {
+                involved_evidence_ids: inner.ids(&[
+                    "involved_evidence_ids",
+                    "involved_ids",
+                    "evidence_ids",
+                ])?,
+                contradiction_type: inner.token(&["type", "contradiction_type"])?,
+            });
+            f.repairs.extend(inner.finish());
         }
         Ok(BeliefAnswer {
-            entity_id: f.string(&["entity_id", "entity"])?,
-            attribute: f.string(&["attribute"])?,
+            target,
             p_anomalous: a / sum,
             top_state,
-            supporting_evidence: f.ids(&["supporting_evidence", "supporting_evidence_ids"])?,
-            contradicting_evidence: f
-                .ids(&["contradicting_evidence", "contradicting_evidence_ids"])?,
+            supporting_evidence,
+            contradicting_evidence,
             contradictions,
         })
     })
@@ -357,8 +382,8 @@ pub fn parse_contradiction(text: &str, finish: FinishReason) -> Parsed<Contradic
         Ok(ContradictionAnswer {
             contradiction_present: present,
             involved_evidence_ids: f.ids(&["involved_evidence_ids", "involved_ids"])?,
-            contradiction_type: f.token(&["contradiction_type", "type"])?,
-            resolution_status: f.token(&["resolution_status", "status"])?,
+            contradiction_type: f.nullable_token(&["contradiction_type", "type"])?,
+            resolution_status: f.nullable_token(&["resolution_status", "status"])?,
         })
     })
 }
@@ -373,42 +398,36 @@ pub fn parse_action(text: &str, finish: FinishReason) -> Parsed<ActionAnswer> {
             action_type(&token).ok_or(Invalid::UnknownValue(format!("action_type {token}")))?;
         Ok(ActionAnswer {
             action_type,
-            target_entity_id: f.string(&["target_entity_id", "target"])?,
+            target_entity_id: Some(
+                f.string(&["target_entity_id", "target"])?
+                    .ok_or_else(|| Invalid::MissingField("target_entity_id".into()))?,
+            ),
         })
     })
 }
 
-/// The explanation answer.
+/// The explanation answer (`prompts/contracts/explanation.v1.schema.json`).
 pub fn parse_explanation(text: &str, finish: FinishReason) -> Parsed<ExplanationAnswer> {
     parse_with(text, finish, |f| {
+        let top = f
+            .token(&["top_state", "state"])?
+            .ok_or_else(|| Invalid::MissingField("top_state".into()))?;
+        let top_state =
+            reference_state(&top).ok_or(Invalid::UnknownValue(format!("top_state {top}")))?;
         let explanation = f
             .string(&["explanation", "text"])?
+            .filter(|e| !e.trim().is_empty())
             .ok_or_else(|| Invalid::MissingField("explanation".into()))?;
-        let mut disregarded = Vec::new();
-        if let Some(list) = f.get(&["disregarded_evidence"]) {
-            let Value::Array(items) = list else {
-                return Err(Invalid::WrongType("disregarded_evidence".into()));
-            };
-            for item in items {
-                let (Some(Value::String(id)), reason) =
-                    (item.get("evidence_id"), item.get("reason"))
-                else {
-                    return Err(Invalid::WrongType("disregarded_evidence[]".into()));
-                };
-                disregarded.push(Disregarded {
-                    evidence_id: EvidenceId::new(id.trim()),
-                    reason: reason
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_lowercase(),
-                });
-            }
+        let cited_evidence_ids = f.ids(&["cited_evidence_ids", "evidence_ids", "citations"])?;
+        if cited_evidence_ids.is_empty() {
+            return Err(Invalid::MissingField(
+                "cited_evidence_ids (at least one id)".into(),
+            ));
         }
         Ok(ExplanationAnswer {
+            top_state,
             explanation,
-            cited_evidence_ids: f.ids(&["cited_evidence_ids", "evidence_ids", "citations"])?,
-            disregarded_evidence: disregarded,
+            cited_evidence_ids,
         })
     })
 }
@@ -417,9 +436,9 @@ pub fn parse_explanation(text: &str, finish: FinishReason) -> Parsed<Explanation
 mod tests {
     use super::*;
 
-    const GOOD: &str = r#"{"entity_id": "gauge-1", "attribute": "condition",
+    const GOOD: &str = r#"{"target": "gauge-1.condition",
         "distribution": {"anomalous": 0.25, "normal": 0.75}, "top_state": "normal",
-        "supporting_evidence": ["obs-1"], "contradicting_evidence": [], "contradictions": []}"#;
+        "supporting_evidence_ids": ["obs-1"], "contradicting_evidence_ids": [], "active_contradictions": []}"#;
 
     #[test]
     fn a_clean_answer_is_valid() {
@@ -446,7 +465,7 @@ mod tests {
 
     #[test]
     fn a_cut_off_answer_is_truncated_whatever_it_recovers() {
-        let cut = &GOOD[..GOOD.find("\"supporting_evidence\"").unwrap() + 30];
+        let cut = &GOOD[..GOOD.find("\"active_contradictions\"").unwrap() + 26];
         let p = parse_belief(cut, FinishReason::Length);
         assert_eq!(p.category, Category::Truncated { recovered: true });
         assert_eq!(p.answer.unwrap().top_state, ReferenceState::Normal);
@@ -459,17 +478,24 @@ mod tests {
     fn contract_breaches_say_why() {
         let cases = [
             ("I think it is normal.", Invalid::NoObject(NoObject::NoBrace)),
-            ("{\"top_state\": \"normal\"}", Invalid::MissingField("distribution".into())),
             (
-                "{\"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": \"broken\"}",
+                "{\"target\": \"gauge-1.condition\", \"top_state\": \"normal\"}",
+                Invalid::MissingField("distribution".into()),
+            ),
+            (
+                "{\"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": \"normal\"}",
+                Invalid::MissingField("target".into()),
+            ),
+            (
+                "{\"target\": \"gauge-1.condition\", \"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": \"broken\"}",
                 Invalid::UnknownValue("top_state broken".into()),
             ),
             (
-                "{\"distribution\": {\"anomalous\": 0, \"normal\": 0}, \"top_state\": \"normal\"}",
+                "{\"target\": \"gauge-1.condition\", \"distribution\": {\"anomalous\": 0, \"normal\": 0}, \"top_state\": \"normal\"}",
                 Invalid::BadDistribution("the probabilities sum to 0".into()),
             ),
             (
-                "{\"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": 3}",
+                "{\"target\": \"gauge-1.condition\", \"distribution\": {\"anomalous\": 0.5, \"normal\": 0.5}, \"top_state\": 3}",
                 Invalid::WrongType("top_state".into()),
             ),
         ];
@@ -481,9 +507,40 @@ mod tests {
     }
 
     #[test]
+    fn other_field_names_and_extra_fields_are_repairs() {
+        let renamed = GOOD.replace("supporting_evidence_ids", "supporting_evidence");
+        let p = parse_belief(&renamed, FinishReason::Stop);
+        assert_eq!(
+            p.category,
+            Category::Repaired {
+                repairs: vec![Repair::RenamedField]
+            }
+        );
+        let extra = GOOD.replace(
+            "\"top_state\"",
+            "\"confidence_note\": \"high\", \"top_state\"",
+        );
+        let p = parse_belief(&extra, FinishReason::Stop);
+        assert_eq!(
+            p.category,
+            Category::Repaired {
+                repairs: vec![Repair::ExtraField]
+            }
+        );
+        let missing = GOOD.replace(", \"active_contradictions\": []", "");
+        let p = parse_belief(&missing, FinishReason::Stop);
+        assert_eq!(
+            p.category,
+            Category::Invalid {
+                why: Invalid::MissingField("active_contradictions".into())
+            }
+        );
+    }
+
+    #[test]
     fn spelling_variants_are_repaired_not_rejected() {
         let p = parse_action(
-            "{\"action_type\": \" Request Observation\"}",
+            "{\"action_type\": \" Request Observation\", \"target_entity_id\": \"gauge-1\"}",
             FinishReason::Stop,
         );
         assert_eq!(
@@ -496,7 +553,10 @@ mod tests {
                 repairs: vec![Repair::NormalizedSpelling]
             }
         );
-        let p = parse_action("{\"action_type\": \"shutdown\"}", FinishReason::Stop);
+        let p = parse_action(
+            "{\"action_type\": \"shutdown\", \"target_entity_id\": \"gauge-1\"}",
+            FinishReason::Stop,
+        );
         assert_eq!(
             p.answer.unwrap().action_type,
             ActionType::Shutdown,

@@ -15,6 +15,10 @@ pub enum Repair {
     RenormalizedDistribution,
     /// A state or id was written in another case or with surrounding spaces.
     NormalizedSpelling,
+    /// A field was named otherwise than the contract names it.
+    RenamedField,
+    /// The object carried fields the contract does not define.
+    ExtraField,
 }
 
 /// Why no object could be recovered.

@@ -153,8 +153,7 @@ pub fn score_belief(parsed: &Parsed<BeliefAnswer>, r: &BeliefReference) -> Belie
         brier: 2.0 * abs_error * abs_error,
         log_loss,
         top_state_correct: a.top_state == r.state,
-        entity_grounded: a.entity_id.as_deref() == Some(r.entity_id.as_str())
-            && a.attribute.as_deref() == Some(r.attribute.as_str()),
+        entity_grounded: a.target == format!("{}.{}", r.entity_id, r.attribute),
         leaked: supporting.intersection(&r.must_not_support).count(),
         supporting: Prf::of(&supporting, &r.supporting),
         contradicting: Prf::of(&ids(&a.contradicting_evidence), &r.contradicting),
@@ -242,15 +241,50 @@ pub fn score_action(parsed: &Parsed<ActionAnswer>, r: &EndpointReference) -> Act
 pub struct ExplanationScore {
     pub category: &'static str,
     pub contract_failure: bool,
-    /// Cites at least one id and every cited id exists in the scenario.
+    pub top_state_correct: bool,
+    /// Every cited id exists in the scenario.
     pub cites_existing: bool,
     pub invented_ids: usize,
     /// Share of the final supporting evidence that is cited.
     pub coverage: f64,
-    /// Where evidence was superseded or stale: every such report is named with its reason.
+    /// Where evidence was superseded or stale: the text names every such report, in a
+    /// sentence that says why it does not count.
     pub names_set_aside: Option<bool>,
     /// All of the above at once.
     pub grounded: bool,
+}
+
+/// Words that say why a report does not count.
+fn reason_words(status: EvidenceStatus) -> &'static [&'static str] {
+    match status {
+        EvidenceStatus::Stale => &[
+            "stale",
+            "older epoch",
+            "earlier epoch",
+            "outdated",
+            "out of date",
+            "old epoch",
+        ],
+        _ => &[
+            "supersed",
+            "correct",
+            "retract",
+            "replaced",
+            "overrid",
+            "withdrawn",
+        ],
+    }
+}
+
+/// Whether `text` mentions `id` as a whole token (so `obs-1` is not found in `obs-10`).
+fn mentions(text: &str, id: &str) -> bool {
+    text.match_indices(id).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + id.len()..].chars().next();
+        let boundary =
+            |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '-' || c == '_'));
+        boundary(before) && boundary(after)
+    })
 }
 
 pub fn score_explanation(
@@ -262,6 +296,7 @@ pub fn score_explanation(
         return ExplanationScore {
             category: parsed.category.name(),
             contract_failure: true,
+            top_state_correct: false,
             cites_existing: false,
             invented_ids: 0,
             coverage: 0.0,
@@ -270,36 +305,35 @@ pub fn score_explanation(
         };
     };
     let cited = ids(&a.cited_evidence_ids);
-    let mentioned: Ids = cited
-        .iter()
-        .cloned()
-        .chain(a.disregarded_evidence.iter().map(|d| d.evidence_id.clone()))
-        .collect();
-    let invented_ids = mentioned.difference(&r.existing).count();
+    let invented_ids = cited.difference(&r.existing).count();
     let coverage = if r.supporting.is_empty() {
         1.0
     } else {
         cited.intersection(&r.supporting).count() as f64 / r.supporting.len() as f64
     };
+    let lower = a.explanation.to_lowercase();
+    let sentences: Vec<&str> = lower.split(['.', ';', '\n', '!', '?']).collect();
     let names_set_aside = needs_set_aside.then(|| {
         r.set_aside.iter().all(|(id, status)| {
-            let reason = match status {
-                EvidenceStatus::Stale => "stale",
-                _ => "superseded",
-            };
-            a.disregarded_evidence
-                .iter()
-                .any(|d| &d.evidence_id == id && d.reason == reason)
+            sentences.iter().any(|sentence| {
+                mentions(sentence, &id.as_str().to_lowercase())
+                    && reason_words(*status).iter().any(|w| sentence.contains(w))
+            })
         })
     });
     let cites_existing = !cited.is_empty() && invented_ids == 0;
+    let top_state_correct = a.top_state == r.state;
     ExplanationScore {
         category: parsed.category.name(),
         contract_failure: parsed.category.is_failure(),
+        top_state_correct,
         cites_existing,
         invented_ids,
         coverage,
-        grounded: cites_existing && coverage == 1.0 && names_set_aside.unwrap_or(true),
+        grounded: top_state_correct
+            && cites_existing
+            && coverage == 1.0
+            && names_set_aside.unwrap_or(true),
         names_set_aside,
     }
 }
@@ -436,6 +470,7 @@ impl ExplanationScore {
     pub fn metrics(&self) -> Vec<(&'static str, Option<f64>)> {
         vec![
             ("contract_failure", Some(b(self.contract_failure))),
+            ("top_state_accuracy", Some(b(self.top_state_correct))),
             ("cites_existing", Some(b(self.cites_existing))),
             ("invented_ids", Some(b(self.invented_ids > 0))),
             ("coverage", Some(self.coverage)),

@@ -64,6 +64,7 @@ impl BeliefReference {
 #[derive(Clone, Debug)]
 pub struct EndpointReference {
     pub target: ObjectId,
+    pub state: ReferenceState,
     pub contradiction_present: bool,
     pub involved: Ids,
     pub contradiction_type: Option<ContradictionType>,
@@ -85,6 +86,7 @@ impl EndpointReference {
         let c = &e.contradictions;
         EndpointReference {
             target: e.beliefs.entity_id.clone(),
+            state: e.beliefs.reference_state,
             contradiction_present: c.contradiction_present,
             involved: set(&c.involved_evidence_ids),
             contradiction_type: c.contradiction_type,
