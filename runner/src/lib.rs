@@ -7,6 +7,7 @@
 pub mod baseline;
 pub mod digest;
 pub mod journal;
+pub mod plan;
 pub mod render;
 pub mod score;
 pub mod suite;
