@@ -131,7 +131,7 @@ pub struct PlanSpec {
 }
 
 /// The scenarios a plan covers: the first `limit` of each regime, in suite order.
-pub fn scenarios<'a>(suite: &'a [Scenario], limit_per_regime: Option<usize>) -> Vec<&'a Scenario> {
+pub fn scenarios(suite: &[Scenario], limit_per_regime: Option<usize>) -> Vec<&Scenario> {
     let mut taken: BTreeMap<Regime, usize> = BTreeMap::new();
     suite
         .iter()
