@@ -5,4 +5,5 @@
 //! Each stage is a module that knows the stage before it only through its output types.
 
 pub mod digest;
+pub mod engine;
 pub mod suite;
