@@ -3,10 +3,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod engine;
 mod suite;
 
 #[derive(Parser, Debug)]
-#[command(name = "runner", version, about = "Local inference runner for the CREG suite and the Probe diagnostic")]
+#[command(
+    name = "runner",
+    version,
+    about = "Local inference runner for the CREG suite and the Probe diagnostic"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -17,12 +22,24 @@ enum Command {
     /// Generate, check and summarise the CREG evaluation-v1.0 suite.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
+    /// Decode one chat prompt and print the sample as JSON.
+    Generate(engine::GenerateArgs),
+    /// Write a deterministic random-weight model in the Hugging Face layout.
+    Fixture(engine::FixtureArgs),
+    /// List the pinned model panel and what the local cache holds.
+    Models(engine::ModelsArgs),
+    /// Prefill and decode throughput of the engine at several batch sizes.
+    Bench(engine::BenchArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(cmd) => suite::run(cmd),
+        Command::Generate(args) => engine::generate(args),
+        Command::Fixture(args) => engine::fixture(args),
+        Command::Models(args) => engine::models(args),
+        Command::Bench(args) => engine::bench(args),
     };
     match result {
         Ok(code) => code,
