@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod digest;
+pub mod engine;
 pub mod journal;
 pub mod plan;
 pub mod render;

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod engine;
 mod probe;
 mod render;
 mod score;
@@ -34,6 +35,14 @@ enum Command {
     Score(score::ScoreCommand),
     /// Render the prompts of the nine representation conditions and four tasks.
     Render(render::RenderArgs),
+    /// Decode one chat prompt and print the sample as JSON.
+    Generate(engine::GenerateArgs),
+    /// Write a deterministic random-weight model in the Hugging Face layout.
+    Fixture(engine::FixtureArgs),
+    /// List the pinned model panel and what the local cache holds.
+    Models(engine::ModelsArgs),
+    /// Prefill and decode throughput of the engine at several batch sizes.
+    Bench(engine::BenchArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -44,6 +53,10 @@ pub fn main() -> ExitCode {
         Command::Baseline(args) => score::baseline(args),
         Command::Score(cmd) => score::run(cmd),
         Command::Render(args) => render::run(args),
+        Command::Generate(args) => engine::generate(args),
+        Command::Fixture(args) => engine::fixture(args),
+        Command::Models(args) => engine::models(args),
+        Command::Bench(args) => engine::bench(args),
     };
     match result {
         Ok(code) => code,

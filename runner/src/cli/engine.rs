@@ -1,0 +1,268 @@
+//! `runner generate`, `runner fixture`, `runner models`: the engine from the command line.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use runner::engine::candle::fixture::{write_fixture, Arch, Size};
+use runner::engine::candle::loader::{self, ModelFiles, Panel};
+use runner::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use runner::engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The panel as built into the binary; `--panel` reads another file instead.
+const PANEL: &str = include_str!("../../../models.toml");
+
+fn panel(path: Option<&Path>) -> Result<Panel> {
+    Ok(match path {
+        Some(p) => Panel::load(p)?,
+        None => Panel::parse(PANEL, Path::new("models.toml"))?,
+    })
+}
+
+/// A panel name or a local folder in the Hugging Face layout.
+fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String)> {
+    let dir = Path::new(model);
+    if dir.is_dir() {
+        return Ok((ModelFiles::from_dir(dir)?, model.to_string()));
+    }
+    let panel = panel(panel_path)?;
+    let Some(entry) = panel.models.get(model) else {
+        let names: Vec<&str> = panel.models.keys().map(String::as_str).collect();
+        bail!(
+            "{model:?} is neither a folder nor a panel model ({})",
+            names.join(", ")
+        );
+    };
+    Ok((loader::resolve_pinned(model, entry)?, model.to_string()))
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// Panel name (see `runner models`) or a model folder.
+    #[arg(long)]
+    model: String,
+    #[arg(long)]
+    prompt: String,
+    #[arg(long)]
+    system: Option<String>,
+    /// Highest-logit decoding instead of the protocol's sampling.
+    #[arg(long)]
+    greedy: bool,
+    #[arg(long, default_value_t = 512)]
+    max_new_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// auto, cpu or cuda:N
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// A model panel other than the built-in one.
+    #[arg(long)]
+    panel: Option<PathBuf>,
+}
+
+pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
+    let choice: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
+    let (device, warning) = select_device(choice)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let (files, label) = resolve(&args.model, args.panel.as_deref())?;
+    let revision = files.revision.clone();
+    let mut engine =
+        Engine::load(&files, device, &label).with_context(|| format!("loading {label}"))?;
+    let mut messages = Vec::new();
+    if let Some(s) = args.system {
+        messages.push(Message {
+            role: Role::System,
+            content: s,
+        });
+    }
+    messages.push(Message {
+        role: Role::User,
+        content: args.prompt,
+    });
+    let request = Request {
+        id: RequestId("generate".into()),
+        prompt: Prompt::Chat(messages),
+        seeds: vec![args.seed],
+        max_new_tokens: args.max_new_tokens,
+        sampling: if args.greedy {
+            Sampling::Greedy
+        } else {
+            Sampling::PROTOCOL
+        },
+    };
+    let samples = engine.generate(std::slice::from_ref(&request))?;
+    let s = samples.first().context("the engine returned no sample")?;
+    let out = json!({
+        "model": label,
+        "revision": revision,
+        "engine": engine.describe(),
+        "seed": s.seed,
+        "prompt_tokens": s.prompt_tokens,
+        "text": s.text,
+        "token_ids": s.token_ids,
+        "finish_reason": s.finish_reason,
+        "timings": s.timings,
+    });
+    println!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct FixtureArgs {
+    /// qwen2, llama or gemma3
+    #[arg(long)]
+    arch: String,
+    /// tiny or small
+    #[arg(long, default_value = "tiny")]
+    size: String,
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn fixture(args: FixtureArgs) -> Result<ExitCode> {
+    let arch: Arch = args.arch.parse().map_err(anyhow::Error::msg)?;
+    let size: Size = args.size.parse().map_err(anyhow::Error::msg)?;
+    write_fixture(arch, size, &args.out)?;
+    println!("{}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct ModelsArgs {
+    #[arg(long)]
+    panel: Option<PathBuf>,
+}
+
+pub fn models(args: ModelsArgs) -> Result<ExitCode> {
+    let panel = panel(args.panel.as_deref())?;
+    let cache = loader::hub_cache_dir();
+    println!(
+        "{:<14} {:<36} {:<42} {:<7} {:<6} cached",
+        "name", "repo", "revision", "arch", "gated"
+    );
+    for (name, e) in &panel.models {
+        let cached = loader::cached_snapshot(&cache, &e.repo, &e.revision)
+            .and_then(|d| ModelFiles::from_dir(&d).ok())
+            .is_some_and(|f| f.weights.iter().all(|w| w.is_file()));
+        println!(
+            "{:<14} {:<36} {:<42} {:<7} {:<6} {}",
+            name,
+            e.repo,
+            e.revision,
+            e.arch,
+            if e.gated { "yes" } else { "no" },
+            if cached { "yes" } else { "no" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// A model folder; without it a fixture of --arch and --size is written to a
+    /// temporary folder.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    #[arg(long, default_value = "qwen2")]
+    arch: String,
+    #[arg(long, default_value = "small")]
+    size: String,
+    /// Batch sizes, comma-separated.
+    #[arg(long, default_value = "1,8,32", value_delimiter = ',')]
+    batch: Vec<usize>,
+    #[arg(long, default_value_t = 1500)]
+    prompt_tokens: usize,
+    #[arg(long, default_value_t = 128)]
+    new_tokens: usize,
+    /// Prompt tokens (rows x longest prompt) per prefill pass.
+    #[arg(long, default_value_t = 4096)]
+    prefill_tokens: usize,
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Also write the prompts' token ids as JSON, for a side-by-side run elsewhere.
+    #[arg(long)]
+    save_prompts: Option<PathBuf>,
+}
+
+/// Peak resident memory of this process so far, from the kernel's high-water mark.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+pub fn bench(args: BenchArgs) -> Result<ExitCode> {
+    let choice: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
+    let (device, warning) = select_device(choice)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let (dir, temporary) = match &args.model {
+        Some(d) => (d.clone(), false),
+        None => {
+            let arch: Arch = args.arch.parse().map_err(anyhow::Error::msg)?;
+            let size: Size = args.size.parse().map_err(anyhow::Error::msg)?;
+            let d = std::env::temp_dir().join(format!(
+                "runner-bench-{}-{}-{}",
+                args.arch,
+                args.size,
+                std::process::id()
+            ));
+            write_fixture(arch, size, &d)?;
+            (d, true)
+        }
+    };
+    let files = ModelFiles::from_dir(&dir)?;
+    let max_batch = args.batch.iter().copied().max().unwrap_or(1);
+    let engine =
+        Engine::load(&files, device, &dir.display().to_string())?.with_limits(BatchLimits {
+            max_rows: max_batch,
+            prefill_tokens: args.prefill_tokens,
+        });
+    // Deterministic prompts of exactly the requested length; their content does not
+    // change the work a forward pass does.
+    let vocab = engine.vocab_size() as u64;
+    let mut state = 0x6265_6e63_6820_7031u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % vocab) as u32
+    };
+    let prompts: Vec<Vec<u32>> = (0..max_batch)
+        .map(|_| (0..args.prompt_tokens).map(|_| next()).collect())
+        .collect();
+    if let Some(p) = &args.save_prompts {
+        std::fs::write(p, serde_json::to_string(&prompts)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    // One untimed pass warms allocators and thread pools.
+    engine.bench_run(&prompts[..1], 2)?;
+    for &b in &args.batch {
+        let t = engine.bench_run(&prompts[..b], args.new_tokens)?;
+        let decoded = (b * args.new_tokens.saturating_sub(1)) as f64;
+        println!(
+            "{}",
+            json!({
+                "engine": engine.describe(),
+                "batch": b,
+                "prompt_tokens": args.prompt_tokens,
+                "new_tokens": args.new_tokens,
+                "prefill_s": t.prefill_s,
+                "decode_s": t.decode_s,
+                "prefill_tok_per_s": (b * args.prompt_tokens) as f64 / t.prefill_s,
+                "decode_tok_per_s": decoded / t.decode_s,
+                "kv_cache_mib": t.kv_bytes as f64 / (1024.0 * 1024.0),
+                "peak_rss_mib": peak_rss_mib(),
+            })
+        );
+    }
+    if temporary {
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    Ok(ExitCode::SUCCESS)
+}

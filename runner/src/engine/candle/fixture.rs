@@ -1,0 +1,522 @@
+//! Deterministic random-weight models in the Hugging Face layout, so that tests and
+//! benchmarks run the real loading path without a model hub.
+//!
+//! A fixture is a folder with config.json, generation_config.json, model.safetensors
+//! (f32), tokenizer.json (a byte-level BPE trained here on a built-in corpus) and
+//! tokenizer_config.json carrying the real model family's chat template and special
+//! tokens. The same arguments always give byte-identical files.
+
+use super::chat_template::known;
+use crate::engine::EngineError;
+use candle_core::{Device, Tensor};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::Path;
+use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
+use tokenizers::models::TrainerWrapper;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::{AddedToken, Tokenizer};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    Qwen2,
+    Llama,
+    Gemma3,
+}
+
+impl std::str::FromStr for Arch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "qwen2" => Ok(Arch::Qwen2),
+            "llama" => Ok(Arch::Llama),
+            "gemma3" => Ok(Arch::Gemma3),
+            _ => Err(format!("unknown architecture {s:?} (qwen2, llama, gemma3)")),
+        }
+    }
+}
+
+/// `Tiny` keeps tests fast; `Small` is big enough for attention to dominate decode
+/// cost at long prompts, which is what the benchmark measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Tiny,
+    Small,
+}
+
+impl std::str::FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tiny" => Ok(Size::Tiny),
+            "small" => Ok(Size::Small),
+            _ => Err(format!("unknown fixture size {s:?} (tiny, small)")),
+        }
+    }
+}
+
+struct Shape {
+    hidden: usize,
+    inner: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    vocab_target: usize,
+    /// Gemma 3 only: tokens a local layer sees.
+    window: usize,
+}
+
+fn shape(size: Size) -> Shape {
+    match size {
+        Size::Tiny => Shape {
+            hidden: 64,
+            inner: 128,
+            layers: 2,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 16,
+            vocab_target: 512,
+            window: 16,
+        },
+        Size::Small => Shape {
+            hidden: 256,
+            inner: 704,
+            layers: 4,
+            heads: 8,
+            kv_heads: 2,
+            head_dim: 32,
+            vocab_target: 2048,
+            window: 512,
+        },
+    }
+}
+
+/// Special tokens of each family, in the order they get ids (before the learned
+/// vocabulary), and which of them end a turn.
+fn specials(
+    arch: Arch,
+) -> (
+    &'static [&'static str],
+    Option<&'static str>,
+    &'static [&'static str],
+) {
+    match arch {
+        Arch::Qwen2 => (
+            &["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+            None,
+            &["<|im_end|>", "<|endoftext|>"],
+        ),
+        Arch::Llama => (
+            &[
+                "<|begin_of_text|>",
+                "<|end_of_text|>",
+                "<|start_header_id|>",
+                "<|end_header_id|>",
+                "<|eom_id|>",
+                "<|eot_id|>",
+                "<|python_tag|>",
+            ],
+            Some("<|begin_of_text|>"),
+            &["<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"],
+        ),
+        Arch::Gemma3 => (
+            &[
+                "<pad>",
+                "<eos>",
+                "<bos>",
+                "<unk>",
+                "<start_of_turn>",
+                "<end_of_turn>",
+            ],
+            Some("<bos>"),
+            &["<eos>", "<end_of_turn>"],
+        ),
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "model",
+    "reads",
+    "a",
+    "belief",
+    "about",
+    "evidence",
+    "and",
+    "updates",
+    "its",
+    "estimate",
+    "when",
+    "new",
+    "observations",
+    "arrive",
+    "probability",
+    "of",
+    "rain",
+    "is",
+    "high",
+    "low",
+    "scenario",
+    "agent",
+    "answer",
+    "question",
+    "because",
+    "therefore",
+    "but",
+    "not",
+    "likely",
+    "unlikely",
+    "report",
+    "says",
+    "witness",
+    "saw",
+    "red",
+    "blue",
+    "car",
+    "door",
+    "key",
+    "house",
+    "river",
+    "north",
+    "south",
+    "before",
+    "after",
+    "three",
+    "seven",
+    "percent",
+    "odds",
+    "ratio",
+    "prior",
+    "posterior",
+    "signal",
+    "noise",
+    "test",
+    "positive",
+    "negative",
+    "result",
+    "coin",
+    "fair",
+    "biased",
+    "heads",
+    "tails",
+    "we",
+    "you",
+    "they",
+    "should",
+    "would",
+    "could",
+    "must",
+    "every",
+    "some",
+    "none",
+    "final",
+    "label",
+    "action",
+    "wait",
+    "act",
+    "stop",
+    "JSON",
+    "{",
+    "}",
+    ":",
+    ",",
+    ".",
+    "\"",
+    "0.25",
+    "0.5",
+    "0.75",
+    "1",
+];
+
+/// A deterministic corpus of word salad with punctuation and numbers.
+fn corpus() -> Vec<String> {
+    let mut rng = Rng(0x5eed);
+    (0..3000)
+        .map(|_| {
+            let n = 4 + (rng.next() % 12) as usize;
+            let words: Vec<&str> = (0..n)
+                .map(|_| WORDS[(rng.next() % WORDS.len() as u64) as usize])
+                .collect();
+            words.join(" ")
+        })
+        .collect()
+}
+
+fn train_tokenizer(arch: Arch, vocab_target: usize) -> Result<Tokenizer, EngineError> {
+    let (special, _, _) = specials(arch);
+    let err = |e: tokenizers::Error| EngineError::Tokenizer(e.to_string());
+    let added: Vec<AddedToken> = special.iter().map(|s| AddedToken::from(*s, true)).collect();
+    let trainer = BpeTrainerBuilder::new()
+        .vocab_size(vocab_target)
+        .min_frequency(2)
+        .show_progress(false)
+        .special_tokens(added.clone())
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .build();
+    let mut tokenizer = Tokenizer::new(BPE::default());
+    tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+    tokenizer.with_decoder(Some(ByteLevel::new(false, true, true)));
+    let mut trainer = TrainerWrapper::BpeTrainer(trainer);
+    tokenizer
+        .train(&mut trainer, corpus().into_iter())
+        .map_err(err)?;
+    tokenizer.add_special_tokens(added).map_err(err)?;
+    Ok(tokenizer)
+}
+
+/// SplitMix64: a tiny, stable generator; the fixture must not change when a random
+/// number crate changes its algorithm.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal by Box-Muller.
+    fn normal(&mut self) -> f32 {
+        let (u, v) = (self.uniform(), self.uniform());
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+}
+
+struct Weights {
+    rng: Rng,
+    tensors: HashMap<String, Tensor>,
+}
+
+impl Weights {
+    fn normal(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        mean: f32,
+        std: f32,
+    ) -> Result<(), EngineError> {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|_| mean + std * self.rng.normal()).collect();
+        let t = Tensor::from_vec(data, shape, &Device::Cpu)?;
+        self.tensors.insert(name.to_string(), t);
+        Ok(())
+    }
+
+    /// A projection with Kaiming-like scale, so activations neither vanish nor explode
+    /// through the layers and logits are not all ties.
+    fn linear(&mut self, name: &str, out: usize, inp: usize) -> Result<(), EngineError> {
+        self.normal(
+            &format!("{name}.weight"),
+            &[out, inp],
+            0.0,
+            1.0 / (inp as f32).sqrt(),
+        )
+    }
+}
+
+/// Writes the fixture model into `out` (created if missing).
+pub fn write_fixture(arch: Arch, size: Size, out: &Path) -> Result<(), EngineError> {
+    let s = shape(size);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| EngineError::Io { path, source }
+    };
+    std::fs::create_dir_all(out).map_err(io(out))?;
+
+    let tokenizer = train_tokenizer(arch, s.vocab_target)?;
+    let vocab = tokenizer.get_vocab_size(true);
+    let id = |t: &str| tokenizer.token_to_id(t).expect("special token was added");
+    let (_, bos, eos) = specials(arch);
+    let eos_ids: Vec<u32> = eos.iter().map(|t| id(t)).collect();
+    let tok_path = out.join("tokenizer.json");
+    tokenizer
+        .save(&tok_path, false)
+        .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+
+    // Both kinds of output head get exercised: Llama and small Qwen2 have their own.
+    let tied = !matches!((arch, size), (Arch::Llama, _) | (Arch::Qwen2, Size::Small));
+    let mut w = Weights {
+        rng: Rng(match arch {
+            Arch::Qwen2 => 1,
+            Arch::Llama => 2,
+            Arch::Gemma3 => 3,
+        }),
+        tensors: HashMap::new(),
+    };
+    let (h, d) = (s.hidden, s.head_dim);
+    // Gemma stores norm weights as offsets from 1; the others store the scale itself.
+    let norm_mean = if arch == Arch::Gemma3 { 0.0 } else { 1.0 };
+    // Output scale: logits with a spread of about 0.3, so that at the protocol's
+    // temperature (0.2) a few tokens share the nucleus and seeds lead apart.
+    let out_std = 0.3 / (h as f32).sqrt();
+    w.normal("model.embed_tokens.weight", &[vocab, h], 0.0, out_std)?;
+    for l in 0..s.layers {
+        let p = format!("model.layers.{l}");
+        w.normal(&format!("{p}.input_layernorm.weight"), &[h], norm_mean, 0.1)?;
+        w.normal(
+            &format!("{p}.post_attention_layernorm.weight"),
+            &[h],
+            norm_mean,
+            0.1,
+        )?;
+        w.linear(&format!("{p}.self_attn.q_proj"), s.heads * d, h)?;
+        w.linear(&format!("{p}.self_attn.k_proj"), s.kv_heads * d, h)?;
+        w.linear(&format!("{p}.self_attn.v_proj"), s.kv_heads * d, h)?;
+        w.linear(&format!("{p}.self_attn.o_proj"), h, s.heads * d)?;
+        w.linear(&format!("{p}.mlp.gate_proj"), s.inner, h)?;
+        w.linear(&format!("{p}.mlp.up_proj"), s.inner, h)?;
+        w.linear(&format!("{p}.mlp.down_proj"), h, s.inner)?;
+        if arch == Arch::Qwen2 {
+            for (n, dim) in [
+                ("q", s.heads * d),
+                ("k", s.kv_heads * d),
+                ("v", s.kv_heads * d),
+            ] {
+                w.normal(&format!("{p}.self_attn.{n}_proj.bias"), &[dim], 0.0, 0.1)?;
+            }
+        }
+        if arch == Arch::Gemma3 {
+            w.normal(
+                &format!("{p}.pre_feedforward_layernorm.weight"),
+                &[h],
+                0.0,
+                0.1,
+            )?;
+            w.normal(
+                &format!("{p}.post_feedforward_layernorm.weight"),
+                &[h],
+                0.0,
+                0.1,
+            )?;
+            w.normal(&format!("{p}.self_attn.q_norm.weight"), &[d], 0.0, 0.1)?;
+            w.normal(&format!("{p}.self_attn.k_norm.weight"), &[d], 0.0, 0.1)?;
+        }
+    }
+    w.normal("model.norm.weight", &[h], norm_mean, 0.1)?;
+    if !tied {
+        w.normal("lm_head.weight", &[vocab, h], 0.0, out_std)?;
+    }
+    let weights_path = out.join("model.safetensors");
+    candle_core::safetensors::save(&w.tensors, &weights_path)?;
+
+    let bos_id = bos.map(id);
+    let config = match arch {
+        Arch::Qwen2 => json!({
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": h,
+            "intermediate_size": s.inner,
+            "num_hidden_layers": s.layers,
+            "num_attention_heads": s.heads,
+            "num_key_value_heads": s.kv_heads,
+            "hidden_act": "silu",
+            "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "tie_word_embeddings": tied,
+            "use_sliding_window": false,
+            "vocab_size": vocab,
+            "bos_token_id": id("<|endoftext|>"),
+            "eos_token_id": id("<|im_end|>"),
+            "torch_dtype": "float32",
+        }),
+        Arch::Llama => json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": h,
+            "intermediate_size": s.inner,
+            "num_hidden_layers": s.layers,
+            "num_attention_heads": s.heads,
+            "num_key_value_heads": s.kv_heads,
+            "head_dim": d,
+            "hidden_act": "silu",
+            "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 500000.0,
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192
+            },
+            "attention_bias": false,
+            "mlp_bias": false,
+            "tie_word_embeddings": false,
+            "vocab_size": vocab,
+            "bos_token_id": bos_id,
+            "eos_token_id": eos_ids,
+            "torch_dtype": "float32",
+        }),
+        Arch::Gemma3 => json!({
+            "architectures": ["Gemma3ForCausalLM"],
+            "model_type": "gemma3_text",
+            "hidden_size": h,
+            "intermediate_size": s.inner,
+            "num_hidden_layers": s.layers,
+            "num_attention_heads": s.heads,
+            "num_key_value_heads": s.kv_heads,
+            "head_dim": d,
+            "query_pre_attn_scalar": d,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0,
+            "rope_scaling": { "rope_type": "linear", "factor": 8.0 },
+            "sliding_window": s.window,
+            "sliding_window_pattern": 2,
+            "layer_types": (0..s.layers)
+                .map(|i| if (i + 1) % 2 == 0 { "full_attention" } else { "sliding_attention" })
+                .collect::<Vec<_>>(),
+            "final_logit_softcapping": null,
+            "attn_logit_softcapping": null,
+            "tie_word_embeddings": true,
+            "vocab_size": vocab,
+            "bos_token_id": bos_id,
+            "eos_token_id": eos_ids,
+            "pad_token_id": id("<pad>"),
+            "torch_dtype": "float32",
+        }),
+    };
+    let generation = json!({
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_ids,
+        "do_sample": true,
+        "temperature": 0.7,
+        "top_p": 0.8,
+        "top_k": 20,
+    });
+    let template = match arch {
+        Arch::Qwen2 => known::QWEN2_5,
+        Arch::Llama => known::LLAMA3_1,
+        Arch::Gemma3 => known::GEMMA3,
+    };
+    let tokenizer_config = json!({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": bos,
+        "eos_token": eos[0],
+        "pad_token": if arch == Arch::Gemma3 { "<pad>" } else { eos[eos.len() - 1] },
+        "add_bos_token": false,
+        "add_eos_token": false,
+        "model_max_length": 131072,
+        "chat_template": template,
+    });
+    for (name, value) in [
+        ("config.json", config),
+        ("generation_config.json", generation),
+        ("tokenizer_config.json", tokenizer_config),
+    ] {
+        let path = out.join(name);
+        let text = serde_json::to_string_pretty(&value).expect("json values serialise");
+        std::fs::write(&path, text + "\n").map_err(io(&path))?;
+    }
+    Ok(())
+}

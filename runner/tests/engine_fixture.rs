@@ -1,0 +1,93 @@
+//! Fixture models: deterministic files in the Hugging Face layout that the real loader
+//! reads, for every architecture; chat prompts encode with BOS exactly once; generation
+//! stops on the model's end-of-turn tokens and reports why it stopped.
+
+use runner::engine::candle::fixture::{write_fixture, Arch, Size};
+use runner::engine::candle::loader::ModelFiles;
+use runner::engine::candle::Engine;
+use runner::engine::{Backend, FinishReason, Message, Prompt, Request, RequestId, Role, Sampling};
+use std::path::PathBuf;
+
+fn dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("engine-fixture-{tag}-{}", std::process::id()))
+}
+
+#[test]
+fn fixtures_are_byte_identical_across_writes() {
+    let (a, b) = (dir("a"), dir("b"));
+    write_fixture(Arch::Gemma3, Size::Tiny, &a).unwrap();
+    write_fixture(Arch::Gemma3, Size::Tiny, &b).unwrap();
+    for f in [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    std::fs::remove_dir_all(&a).unwrap();
+    std::fs::remove_dir_all(&b).unwrap();
+}
+
+fn chat(user: &str) -> Prompt {
+    Prompt::Chat(vec![
+        Message {
+            role: Role::System,
+            content: "be brief".into(),
+        },
+        Message {
+            role: Role::User,
+            content: user.into(),
+        },
+    ])
+}
+
+#[test]
+fn every_architecture_loads_encodes_once_and_generates() {
+    for (arch, tag, bos) in [
+        (Arch::Qwen2, "qwen2", None),
+        (Arch::Llama, "llama", Some("<|begin_of_text|>")),
+        (Arch::Gemma3, "gemma3", Some("<bos>")),
+    ] {
+        let d = dir(tag);
+        write_fixture(arch, Size::Tiny, &d).unwrap();
+        let mut e = Engine::load(
+            &ModelFiles::from_dir(&d).unwrap(),
+            candle_core::Device::Cpu,
+            tag,
+        )
+        .unwrap();
+        let ids = e.encode(&chat("the coin is fair")).unwrap();
+        let tok = tokenizers::Tokenizer::from_file(d.join("tokenizer.json")).unwrap();
+        if let Some(bos) = bos {
+            let bos_id = tok.token_to_id(bos).unwrap();
+            assert_eq!(ids[0], bos_id, "{tag}");
+            assert_eq!(ids.iter().filter(|&&i| i == bos_id).count(), 1, "{tag}");
+        }
+        let out = e
+            .generate(&[Request {
+                id: RequestId("r".into()),
+                prompt: chat("the coin is fair"),
+                seeds: vec![5],
+                max_new_tokens: 7,
+                sampling: Sampling::PROTOCOL,
+            }])
+            .unwrap();
+        let s = &out[0];
+        assert!(
+            !s.token_ids.iter().any(|t| e.eos_ids().contains(t)),
+            "{tag}"
+        );
+        match s.finish_reason {
+            FinishReason::Length => assert_eq!(s.token_ids.len(), 7, "{tag}"),
+            FinishReason::Stop => assert!(s.token_ids.len() < 7, "{tag}"),
+        }
+        assert_eq!(s.prompt_tokens, ids.len());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
