@@ -152,10 +152,10 @@ fn unknown_baseline_names_list_the_known_ones() {
 /// The contract files in prompts/ that the models are shown.
 fn schema(task: &str) -> serde_json::Value {
     let text = match task {
-        "belief" => include_str!("../../prompts/contracts/belief.v1.schema.json"),
-        "contradiction" => include_str!("../../prompts/contracts/contradiction.v1.schema.json"),
-        "action" => include_str!("../../prompts/contracts/action.v1.schema.json"),
-        "explanation" => include_str!("../../prompts/contracts/explanation.v1.schema.json"),
+        "belief" => include_str!("../../../prompts/contracts/belief.v1.schema.json"),
+        "contradiction" => include_str!("../../../prompts/contracts/contradiction.v1.schema.json"),
+        "action" => include_str!("../../../prompts/contracts/action.v1.schema.json"),
+        "explanation" => include_str!("../../../prompts/contracts/explanation.v1.schema.json"),
         other => panic!("no contract for {other}"),
     };
     serde_json::from_str(text).unwrap()

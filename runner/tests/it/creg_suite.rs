@@ -475,7 +475,7 @@ fn the_published_excerpt_shape_loads() {
 
 #[test]
 fn the_checker_does_not_use_the_generators_updater() {
-    let source = include_str!("../src/suite/creg/checker.rs");
+    let source = include_str!("../../src/suite/creg/checker.rs");
     for forbidden in ["model::", "super::model", "generator::"] {
         assert!(
             !source.contains(forbidden),

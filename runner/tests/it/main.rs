@@ -1,0 +1,13 @@
+//! Every integration test in one binary: one link of the whole crate instead of one per file.
+
+mod baselines;
+mod creg_suite;
+mod engine_batching;
+mod engine_chat_template;
+mod engine_fixture;
+mod engine_reference;
+mod probe_baselines;
+mod probe_cli;
+mod probe_generator;
+mod probe_loader;
+mod score_reports;
