@@ -70,7 +70,8 @@ const SCORE_BUDGET: usize = 1 << 21;
 /// Scaled dot-product attention with grouped key/value heads and an additive mask.
 ///
 /// q: (rows, heads, new, d); k, v: (rows, kv_heads, slots, d); mask from
-/// [`mask_tensor`]. Returns (rows, new, heads * d).
+/// [`mask_tensor`]. Keys and values may be views into larger cache buffers (strided
+/// in the slot dimension); the matmuls read them in place. Returns (rows, new, heads * d).
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
     chunked_attention(q, k, v, mask, scale, SCORE_BUDGET)
 }
@@ -89,15 +90,13 @@ fn chunked_attention(
     if new <= chunk {
         return attention_block(q, k, v, mask, scale);
     }
-    let k = k.contiguous()?;
-    let v = v.contiguous()?;
     let mut parts = Vec::new();
     let mut start = 0;
     while start < new {
         let len = chunk.min(new - start);
         let q = q.narrow(2, start, len)?;
         let mask = mask.narrow(3, start, len)?.contiguous()?;
-        parts.push(attention_block(&q, &k, &v, &mask, scale)?);
+        parts.push(attention_block(&q, k, v, &mask, scale)?);
         start += len;
     }
     Tensor::cat(&parts, 1)
@@ -126,7 +125,7 @@ fn attention_block(
         .to_dtype(v.dtype())?
         .reshape((rows, kv_heads, group * new, slots))?;
     probs
-        .matmul(&v.contiguous()?)?
+        .matmul(v)?
         .reshape((rows, heads, new, d))?
         .transpose(1, 2)?
         .reshape((rows, new, heads * d))
