@@ -91,3 +91,53 @@ fn every_architecture_loads_encodes_once_and_generates() {
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
+
+#[test]
+fn sharded_weights_named_by_an_index_load_like_a_single_file() {
+    let d = dir("sharded");
+    write_fixture(Arch::Llama, Size::Tiny, &d).unwrap();
+    let single = Engine::load(
+        &ModelFiles::from_dir(&d).unwrap(),
+        candle_core::Device::Cpu,
+        "one",
+    )
+    .unwrap();
+    let prompt = single
+        .encode(&Prompt::Raw("the coin is fair".into()))
+        .unwrap();
+    let want = single.prompt_logits(std::slice::from_ref(&prompt)).unwrap();
+
+    // Split the tensors over two shard files and describe them in an index.
+    let tensors =
+        candle_core::safetensors::load(d.join("model.safetensors"), &candle_core::Device::Cpu)
+            .unwrap();
+    std::fs::remove_file(d.join("model.safetensors")).unwrap();
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let mut map = serde_json::Map::new();
+    for (i, part) in names.chunks(names.len() / 2 + 1).enumerate() {
+        let file = format!("model-0000{}-of-00002.safetensors", i + 1);
+        let subset: std::collections::HashMap<String, candle_core::Tensor> = part
+            .iter()
+            .map(|n| ((*n).clone(), tensors[*n].clone()))
+            .collect();
+        candle_core::safetensors::save(&subset, d.join(&file)).unwrap();
+        for n in part {
+            map.insert((*n).clone(), serde_json::Value::String(file.clone()));
+        }
+    }
+    let index = serde_json::json!({ "metadata": {}, "weight_map": map });
+    std::fs::write(d.join("model.safetensors.index.json"), index.to_string()).unwrap();
+
+    let files = ModelFiles::from_dir(&d).unwrap();
+    assert_eq!(files.weights.len(), 2);
+    assert_eq!(files.weight_digests().unwrap().len(), 2);
+    let sharded = Engine::load(&files, candle_core::Device::Cpu, "two").unwrap();
+    assert_eq!(
+        sharded
+            .prompt_logits(std::slice::from_ref(&prompt))
+            .unwrap(),
+        want
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -9,12 +9,17 @@
 
 use candle_core::{Result, Tensor};
 
+/// Keys and values live in buffers with room for more slots than they hold, written in
+/// place: appending by concatenation would copy the whole cache at every decode step.
 #[derive(Debug, Clone)]
 pub struct KvCache {
-    /// Per layer: keys and values, each (rows, kv_heads, slots, head_dim).
+    /// Per layer: key and value buffers, each (rows, kv_heads, capacity, head_dim); the
+    /// first `slots` columns are in use.
     layers: Vec<Option<(Tensor, Tensor)>>,
     pad: Vec<usize>,
     slots: usize,
+    /// Slots the next allocation should make room for (see [`KvCache::reserve`]).
+    wanted: usize,
 }
 
 /// Where the tokens of one forward step land, as the attention mask and RoPE see them.
@@ -86,7 +91,21 @@ impl KvCache {
             layers: vec![None; layers],
             pad,
             slots: 0,
+            wanted: 0,
         }
+    }
+
+    /// Makes room for `total` slots, so that decoding up to there never reallocates.
+    pub fn reserve(&mut self, total: usize) -> Result<()> {
+        self.wanted = total;
+        for entry in self.layers.iter_mut().flatten() {
+            if entry.0.dim(2)? < total {
+                let k = regrow(&entry.0, self.slots, total)?;
+                let v = regrow(&entry.1, self.slots, total)?;
+                *entry = (k, v);
+            }
+        }
+        Ok(())
     }
 
     pub fn rows(&self) -> usize {
@@ -115,15 +134,32 @@ impl KvCache {
         }
     }
 
-    /// Appends the step's keys and values of one layer; returns the layer's full keys
-    /// and values. Call once per layer, then [`KvCache::advance`].
+    /// Appends the step's keys and values of one layer; returns views of the layer's
+    /// keys and values so far. Call once per layer, then [`KvCache::advance`].
     pub fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
-        let (k, v) = match &self.layers[layer] {
-            None => (k.contiguous()?, v.contiguous()?),
-            Some((pk, pv)) => (Tensor::cat(&[pk, k], 2)?, Tensor::cat(&[pv, v], 2)?),
+        let need = self.slots + k.dim(2)?;
+        // Growth beyond the reservation: geometric, so appends stay amortised O(1).
+        let grown = need.max(self.wanted).max(need + need / 2);
+        let (bk, bv) = match self.layers[layer].take() {
+            Some((bk, bv)) if bk.dim(2)? >= need => (bk, bv),
+            Some((bk, bv)) => (
+                regrow(&bk, self.slots, grown)?,
+                regrow(&bv, self.slots, grown)?,
+            ),
+            None => {
+                let cap = need.max(self.wanted);
+                let (rows, heads, _, d) = k.dims4()?;
+                (
+                    Tensor::zeros((rows, heads, cap, d), k.dtype(), k.device())?,
+                    Tensor::zeros((rows, heads, cap, d), v.dtype(), v.device())?,
+                )
+            }
         };
-        self.layers[layer] = Some((k.clone(), v.clone()));
-        Ok((k, v))
+        bk.slice_set(&k.contiguous()?, 2, self.slots)?;
+        bv.slice_set(&v.contiguous()?, 2, self.slots)?;
+        let views = (bk.narrow(2, 0, need)?, bv.narrow(2, 0, need)?);
+        self.layers[layer] = Some((bk, bv));
+        Ok(views)
     }
 
     /// Marks the step's `new` slots as written in every layer.
@@ -161,8 +197,9 @@ impl KvCache {
         }
         let keep = self.slots - drop;
         for (k, v) in self.layers.iter_mut().flatten() {
-            *k = k.narrow(2, drop, keep)?.contiguous()?;
-            *v = v.narrow(2, drop, keep)?.contiguous()?;
+            let cap = k.dim(2)? - drop;
+            *k = regrow(&k.narrow(2, drop, keep)?, keep, cap)?;
+            *v = regrow(&v.narrow(2, drop, keep)?, keep, cap)?;
         }
         self.pad.iter_mut().for_each(|p| *p -= drop);
         self.slots = keep;
@@ -183,15 +220,26 @@ impl KvCache {
                 let Some((k, v)) = entry else {
                     candle_core::bail!("joining a cache that was never filled")
                 };
-                per_layer[l].0.push(left_pad(k, extra)?);
-                per_layer[l].1.push(left_pad(v, extra)?);
+                per_layer[l]
+                    .0
+                    .push(left_pad(&k.narrow(2, 0, part.slots)?, extra)?);
+                per_layer[l]
+                    .1
+                    .push(left_pad(&v.narrow(2, 0, part.slots)?, extra)?);
             }
         }
         let layers = per_layer
             .into_iter()
             .map(|(ks, vs)| Ok(Some((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))))
             .collect::<Result<Vec<_>>>()?;
-        let mut joined = KvCache { layers, pad, slots };
+        let wanted = parts.iter().map(|c| c.wanted).max().unwrap_or(0);
+        let mut joined = KvCache {
+            layers,
+            pad,
+            slots,
+            wanted,
+        };
+        joined.reserve(wanted)?;
         joined.trim()?;
         Ok(joined)
     }
@@ -204,7 +252,7 @@ impl KvCache {
             .map(|(k, _)| k.device().clone())
     }
 
-    /// Bytes held by keys and values.
+    /// Bytes held by key and value buffers (used and reserved).
     pub fn bytes(&self) -> usize {
         self.layers
             .iter()
@@ -212,6 +260,16 @@ impl KvCache {
             .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
             .sum()
     }
+}
+
+/// A new buffer of `cap` slots holding the first `used` slots of `t`.
+fn regrow(t: &Tensor, used: usize, cap: usize) -> Result<Tensor> {
+    let (rows, heads, _, d) = t.dims4()?;
+    let out = Tensor::zeros((rows, heads, cap, d), t.dtype(), t.device())?;
+    if used > 0 {
+        out.slice_set(&t.narrow(2, 0, used)?.contiguous()?, 2, 0)?;
+    }
+    Ok(out)
 }
 
 fn left_pad(t: &Tensor, extra: usize) -> Result<Tensor> {
@@ -276,6 +334,23 @@ mod tests {
         c.append(0, &k, &k)?;
         c.advance(slots);
         Ok(c)
+    }
+
+    #[test]
+    fn appends_within_and_beyond_the_reservation_keep_every_slot() -> Result<()> {
+        let mut c = KvCache::new(1, vec![0]);
+        c.reserve(2)?;
+        let mut last = None;
+        for step in 0..5 {
+            let t = Tensor::full(step as f32, (1, 1, 1, 2), &Device::Cpu)?;
+            let (k, _) = c.append(0, &t, &t)?;
+            c.advance(1);
+            assert_eq!(k.dim(2)?, step + 1);
+            last = Some(k);
+        }
+        let got: Vec<f32> = last.unwrap().flatten_all()?.to_vec1()?;
+        assert_eq!(got, vec![0., 0., 1., 1., 2., 2., 3., 3., 4., 4.]);
+        Ok(())
     }
 
     #[test]

@@ -61,13 +61,57 @@ pub fn mask_tensor(layout: &StepLayout, window: Option<usize>, device: &Device) 
     )
 }
 
+/// Score elements (rows x heads x queries x slots) one attention pass may hold. Long
+/// prefills are split into query chunks below this: the scores of a 1,500-token prompt
+/// would otherwise be a tensor of tens of MB per layer, which the allocator hands back
+/// to the kernel after each use, so every layer paid page faults on fresh memory.
+const SCORE_BUDGET: usize = 1 << 21;
+
 /// Scaled dot-product attention with grouped key/value heads and an additive mask.
 ///
 /// q: (rows, heads, new, d); k, v: (rows, kv_heads, slots, d); mask from
-/// [`mask_tensor`]. Returns (rows, new, heads * d). The query heads of one group are
-/// folded into the row dimension of one matmul, so keys and values are never copied
-/// per query head. Scores and softmax run in f32.
+/// [`mask_tensor`]. Keys and values may be views into larger cache buffers (strided
+/// in the slot dimension); the matmuls read them in place. Returns (rows, new, heads * d).
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
+    chunked_attention(q, k, v, mask, scale, SCORE_BUDGET)
+}
+
+fn chunked_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: &Tensor,
+    scale: f64,
+    budget: usize,
+) -> Result<Tensor> {
+    let (rows, heads, new, _) = q.dims4()?;
+    let slots = k.dim(2)?;
+    let chunk = (budget / (rows * heads * slots).max(1)).max(1);
+    if new <= chunk {
+        return attention_block(q, k, v, mask, scale);
+    }
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < new {
+        let len = chunk.min(new - start);
+        let q = q.narrow(2, start, len)?;
+        let mask = mask.narrow(3, start, len)?.contiguous()?;
+        parts.push(attention_block(&q, k, v, &mask, scale)?);
+        start += len;
+    }
+    Tensor::cat(&parts, 1)
+}
+
+/// One block of queries. The query heads of one group are folded into the row
+/// dimension of one matmul, so keys and values are never copied per query head.
+/// Scores and softmax run in f32.
+fn attention_block(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: &Tensor,
+    scale: f64,
+) -> Result<Tensor> {
     let (rows, heads, new, d) = q.dims4()?;
     let kv_heads = k.dim(1)?;
     let group = heads / kv_heads;
@@ -81,7 +125,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64) 
         .to_dtype(v.dtype())?
         .reshape((rows, kv_heads, group * new, slots))?;
     probs
-        .matmul(&v.contiguous()?)?
+        .matmul(v)?
         .reshape((rows, heads, new, d))?
         .transpose(1, 2)?
         .reshape((rows, new, heads * d))
@@ -134,4 +178,36 @@ pub fn last_token(x: &Tensor) -> Result<Tensor> {
 /// Logits (rows, vocab) in f32 from the last-token hidden state.
 pub fn logits(head: &Linear, last: &Tensor) -> Result<Tensor> {
     head.forward(last)?.squeeze(1)?.to_dtype(DType::F32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::candle::kv_cache::StepLayout;
+
+    #[test]
+    fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
+        let dev = Device::Cpu;
+        let (rows, heads, kv, new, d) = (2, 4, 2, 9, 8);
+        let q = Tensor::randn(0f32, 1.0, (rows, heads, new, d), &dev)?;
+        let k = Tensor::randn(0f32, 1.0, (rows, kv, new, d), &dev)?;
+        let v = Tensor::randn(0f32, 1.0, (rows, kv, new, d), &dev)?;
+        let layout = StepLayout {
+            past: 0,
+            new,
+            pad: vec![0, 3],
+        };
+        let mask = mask_tensor(&layout, None, &dev)?;
+        let whole = attention_block(&q, &k, &v, &mask, 0.3)?;
+        // A budget of two query rows per chunk: five chunks, the last one short.
+        let chunked = chunked_attention(&q, &k, &v, &mask, 0.3, 2 * rows * heads * new)?;
+        assert_eq!(chunked.dims(), whole.dims());
+        let diff = (chunked - whole)?
+            .abs()?
+            .flatten_all()?
+            .max(0)?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "{diff}");
+        Ok(())
+    }
 }

@@ -345,6 +345,7 @@ impl Engine {
     ) -> Result<BenchTimes, EngineError> {
         let t0 = Instant::now();
         let (logits, mut cache) = self.prefill(prompts)?;
+        cache.reserve(cache.slots() + new_tokens)?;
         let prefill_s = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut next: Vec<u32> = logits
@@ -402,6 +403,8 @@ impl Engine {
             }
         }
         cache.select(&fork)?;
+        let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
+        cache.reserve(cache.slots() + longest)?;
 
         loop {
             let next: Vec<u32> = rows

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The transformers side of `runner bench`: same model folder, same prompts, same shapes.
+
+    runner fixture --arch qwen2 --size small --out /some/dir
+    runner bench --model /some/dir --save-prompts prompts.json
+    python3 scripts/bench_transformers.py --model /some/dir --prompts prompts.json
+
+Prints one JSON line per batch size with the fields `runner bench` prints: prefill is
+one forward pass over the batch of prompts (building the KV cache), decode is
+new_tokens - 1 greedy steps with that cache, every row running to the end.
+"""
+
+import argparse
+import json
+import resource
+import time
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM
+
+
+# transformers 5 renamed `past_key_values` to `cache` (the old name still works there,
+# through a slower deprecation path).
+CACHE_ARG = "cache" if int(transformers.__version__.split(".")[0]) >= 5 else "past_key_values"
+
+
+def cache_of(out):
+    return getattr(out, "cache", None) or out.past_key_values
+
+
+def run(model, prompts, new_tokens):
+    ids = torch.tensor(prompts)
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        out = model(ids, use_cache=True)
+        prefill_s = time.perf_counter() - t0
+        cache = cache_of(out)
+        nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+        t1 = time.perf_counter()
+        for _ in range(new_tokens - 1):
+            out = model(nxt, use_cache=True, **{CACHE_ARG: cache})
+            cache = cache_of(out)
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+        decode_s = time.perf_counter() - t1
+    return prefill_s, decode_s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--batch", default="1,8,32")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--attn", default="sdpa", help="transformers attention implementation")
+    args = ap.parse_args()
+    prompts = json.load(open(args.prompts))
+    model = AutoModelForCausalLM.from_pretrained(
+        args.model, dtype=torch.float32, attn_implementation=args.attn
+    ).eval()
+    run(model, prompts[:1], 2)  # warm-up, untimed
+    for b in (int(x) for x in args.batch.split(",")):
+        prefill_s, decode_s = run(model, prompts[:b], args.new_tokens)
+        n = len(prompts[0])
+        print(
+            json.dumps(
+                {
+                    "engine": f"transformers {transformers.__version__} torch {torch.__version__} "
+                    f"({args.attn}, {torch.get_num_threads()} threads)",
+                    "batch": b,
+                    "prompt_tokens": n,
+                    "new_tokens": args.new_tokens,
+                    "prefill_s": prefill_s,
+                    "decode_s": decode_s,
+                    "prefill_tok_per_s": b * n / prefill_s,
+                    "decode_tok_per_s": b * (args.new_tokens - 1) / decode_s,
+                    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
