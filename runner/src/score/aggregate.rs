@@ -207,17 +207,29 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
     // Group every value into the cells it belongs to: pooled, per regime, per seed. A
     // group's metrics share their resamples.
     type Group<'a> = (&'a str, &'a str, &'static str, Option<Regime>, Option<u64>);
-    let mut groups: BTreeMap<Group, Vec<(&ScenarioId, &'static str, f64)>> = BTreeMap::new();
+    // Keys are resolved once per sample, not once per value: a sample has ~20 values.
+    let mut index: std::collections::HashMap<Group, usize> = std::collections::HashMap::new();
+    let mut keys: Vec<Group> = Vec::new();
+    let sample_groups: Vec<[usize; 3]> = samples
+        .iter()
+        .map(|s| {
+            let task = s.question.task_name();
+            [(None, None), (Some(s.regime), None), (None, Some(s.seed))].map(|(regime, seed)| {
+                let key = (s.model.as_str(), s.condition.as_str(), task, regime, seed);
+                *index.entry(key).or_insert_with(|| {
+                    keys.push(key);
+                    keys.len() - 1
+                })
+            })
+        })
+        .collect();
+    let mut grouped: Vec<Values> = vec![Vec::new(); keys.len()];
     for &(i, metric, v) in &values {
-        let s = &samples[i];
-        let task = s.question.task_name();
-        for (regime, seed) in [(None, None), (Some(s.regime), None), (None, Some(s.seed))] {
-            groups
-                .entry((s.model.as_str(), s.condition.as_str(), task, regime, seed))
-                .or_default()
-                .push((&s.scenario, metric, v));
+        for g in sample_groups[i] {
+            grouped[g].push((&samples[i].scenario, metric, v));
         }
     }
+    let groups: BTreeMap<Group, Values> = keys.into_iter().zip(grouped).collect();
     let mut estimates: Vec<CellEstimate> = groups
         .par_iter()
         .flat_map_iter(|((model, condition, task, regime, seed), vals)| {
