@@ -30,6 +30,12 @@ pub struct Manifest {
 pub struct SampleRecord {
     pub request_id: String,
     pub seed: u64,
+    /// What the request asks, so that a journal can be rescored without re-planning:
+    /// the scenario (or Probe item), condition, task and arrival step.
+    pub scenario: String,
+    pub condition: String,
+    pub task: String,
+    pub step: usize,
     pub prompt_sha256: String,
     pub text: String,
     pub tokens: usize,
@@ -366,6 +372,10 @@ mod tests {
         SampleRecord {
             request_id: format!("req-{i:04}"),
             seed: 42,
+            scenario: "s".into(),
+            condition: "full_graph".into(),
+            task: "belief".into(),
+            step: 1,
             prompt_sha256: "00".into(),
             text: format!("{{\"answer\": {i}}}"),
             tokens: 5,

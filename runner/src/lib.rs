@@ -4,11 +4,12 @@
 //! Data flows one way: suite -> render -> plan -> engine -> journal -> score -> report.
 //! Each stage is a module that knows the stage before it only through its output types.
 
-pub mod baseline;
 pub mod digest;
 pub mod engine;
+pub mod id;
 pub mod journal;
 pub mod plan;
 pub mod render;
+pub mod run;
 pub mod score;
 pub mod suite;

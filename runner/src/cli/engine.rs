@@ -11,12 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The panel as built into the binary; `--panel` reads another file instead.
-const PANEL: &str = include_str!("../../../models.toml");
-
-fn panel(path: Option<&Path>) -> Result<Panel> {
+pub fn panel(path: Option<&Path>) -> Result<Panel> {
     Ok(match path {
         Some(p) => Panel::load(p)?,
-        None => Panel::parse(PANEL, Path::new("models.toml"))?,
+        None => Panel::builtin()?,
     })
 }
 
@@ -83,7 +81,7 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
         content: args.prompt,
     });
     let request = Request {
-        id: RequestId("generate".into()),
+        id: RequestId::new("generate"),
         prompt: Prompt::Chat(messages),
         seeds: vec![args.seed],
         max_new_tokens: args.max_new_tokens,

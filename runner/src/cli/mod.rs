@@ -6,7 +6,9 @@ use std::process::ExitCode;
 mod engine;
 mod probe;
 mod render;
+mod run;
 mod score;
+mod smoke;
 mod suite;
 
 #[derive(Parser, Debug)]
@@ -15,13 +17,25 @@ mod suite;
     version,
     about = "Local inference runner for the CREG suite and the Probe diagnostic"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Without a subcommand, `runner` is `runner run`.
+    #[command(flatten)]
+    run: run::RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run (or resume) a model or baseline over the suite, streaming into the scorer.
+    Run(run::RunArgs),
+    /// Rescore run journals offline and rewrite their reports.
+    Score(run::ScoreArgs),
+    /// Merge shard runs into one run and write its reports.
+    Merge(run::MergeArgs),
+    /// A CPU smoke run of the whole path: a fixture model and the oracle, end to end.
+    Smoke(smoke::SmokeArgs),
     /// Generate, check and summarise the CREG evaluation-v1.0 suite.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
@@ -30,9 +44,6 @@ enum Command {
     Probe(probe::ProbeCommand),
     /// Run a baseline system (no network) over the suite and write its reports.
     Baseline(score::BaselineArgs),
-    /// The embedded scorer: benchmarks (journal rescoring arrives with the runner).
-    #[command(subcommand)]
-    Score(score::ScoreCommand),
     /// Render the prompts of the nine representation conditions and four tasks.
     Render(render::RenderArgs),
     /// Decode one chat prompt and print the sample as JSON.
@@ -48,15 +59,8 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Suite(cmd) => suite::run(cmd),
-        Command::Probe(cmd) => probe::run(cmd),
-        Command::Baseline(args) => score::baseline(args),
-        Command::Score(cmd) => score::run(cmd),
-        Command::Render(args) => render::run(args),
-        Command::Generate(args) => engine::generate(args),
-        Command::Fixture(args) => engine::fixture(args),
-        Command::Models(args) => engine::models(args),
-        Command::Bench(args) => engine::bench(args),
+        None => run::run_command(cli.run),
+        Some(command) => dispatch(command),
     };
     match result {
         Ok(code) => code,
@@ -64,5 +68,22 @@ pub fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => run::run_command(args),
+        Command::Score(args) => run::score(args),
+        Command::Merge(args) => run::merge(args),
+        Command::Smoke(args) => smoke::smoke(args),
+        Command::Suite(cmd) => suite::run(cmd),
+        Command::Probe(cmd) => probe::run(cmd),
+        Command::Baseline(args) => score::baseline(args),
+        Command::Render(args) => render::run(args),
+        Command::Generate(args) => engine::generate(args),
+        Command::Fixture(args) => engine::fixture(args),
+        Command::Models(args) => engine::models(args),
+        Command::Bench(args) => engine::bench(args),
     }
 }

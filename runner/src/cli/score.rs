@@ -1,8 +1,8 @@
 //! `runner baseline` and `runner score ...`: the embedded scorer from the command line.
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
-use runner::baseline::{self, System};
+use clap::Args;
+use runner::engine::baseline::{self, System};
 use runner::score::aggregate::{self, Scored};
 use runner::score::contract::FinishReason;
 use runner::score::report;
@@ -62,20 +62,9 @@ pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[derive(Subcommand, Debug)]
-pub enum ScoreCommand {
-    /// Time parsing+scoring and aggregation of 55,200 belief samples (4 conditions x
-    /// 1,150 prefixes x 3 seeds x 4 systems); use a release build.
-    Bench,
-}
-
-pub fn run(cmd: ScoreCommand) -> anyhow::Result<ExitCode> {
-    match cmd {
-        ScoreCommand::Bench => bench(),
-    }
-}
-
-fn bench() -> anyhow::Result<ExitCode> {
+/// Times parsing+scoring and aggregation of 55,200 belief samples (4 conditions x
+/// 1,150 prefixes x 3 seeds x 4 systems); use a release build.
+pub fn bench() -> anyhow::Result<ExitCode> {
     let suite = frozen::frozen_suite()?;
     let systems = [
         System::Oracle,

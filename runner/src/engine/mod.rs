@@ -4,15 +4,14 @@
 //! ([`candle`]) is one implementation; baseline systems that answer without a network
 //! implement the same trait.
 
+pub mod baseline;
 pub mod candle;
 
 use serde::{Deserialize, Serialize};
 
-/// Identifies a request by content (a hash of what defines it); the sampler keys its
-/// randomness on it, so it must be stable across runs and batch layouts.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RequestId(pub String);
+/// The sampler keys its randomness on the request id, so it must be stable across runs
+/// and batch layouts.
+pub use crate::id::RequestId;
 
 /// Who speaks a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +67,7 @@ pub struct Request {
 }
 
 /// Why decoding of a sample ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FinishReason {
     /// The model produced one of its end-of-sequence tokens (not included in the text).
@@ -103,6 +102,12 @@ pub struct Sample {
 pub trait Backend {
     /// A short description for the run manifest (model, revision, device, dtype).
     fn describe(&self) -> String;
+
+    /// Samples worth handing over in one call: the runner journals (and syncs) once per
+    /// call, so this trades fsyncs against work lost to a crash.
+    fn preferred_batch(&self) -> usize {
+        64
+    }
 
     fn generate_each(
         &mut self,

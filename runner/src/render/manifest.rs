@@ -109,3 +109,13 @@ pub fn manifest(r: &Renderer, mut files: Vec<FileEntry>) -> Manifest {
         bundle_sha256: sha256_hex(lines.as_bytes()),
     }
 }
+
+/// SHA-256 of the `sha256  path` lines of every template and contract: one hash that
+/// changes whenever any prompt text or answer contract does (the run manifest's).
+pub fn templates_sha256() -> String {
+    let lines: String = templates::ALL
+        .iter()
+        .map(|f| format!("{}  {}\n", f.sha256(), f.path))
+        .collect();
+    sha256_hex(lines.as_bytes())
+}

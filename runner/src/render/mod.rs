@@ -45,43 +45,27 @@ pub use condition::{Condition, Family};
 pub use task::Task;
 
 use crate::digest::sha256_hex;
+pub use crate::id::RequestId;
 use crate::suite::creg::record::{Scenario, ScenarioId};
 use facts::Facts;
 use layout::Layout;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use templates::{Segment, TemplateError};
 
 /// A request's identity: the SHA-256 of what defines it (suite hash, condition,
 /// scenario, arrival step, task). Templates are not part of it; the run manifest
 /// records their hashes, so a template change is refused on resume, not silently mixed.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RequestId(String);
-
-impl RequestId {
-    pub fn new(
-        suite_sha256: &str,
-        condition: Condition,
-        scenario: &ScenarioId,
-        step: usize,
-        task: Task,
-    ) -> RequestId {
-        RequestId(sha256_hex(
-            format!("creg-request-v1\n{suite_sha256}\n{condition}\n{scenario}\n{step}\n{task}")
-                .as_bytes(),
-        ))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+pub fn request_id(
+    suite_sha256: &str,
+    condition: Condition,
+    scenario: &ScenarioId,
+    step: usize,
+    task: Task,
+) -> RequestId {
+    RequestId::new(sha256_hex(
+        format!("creg-request-v1\n{suite_sha256}\n{condition}\n{scenario}\n{step}\n{task}")
+            .as_bytes(),
+    ))
 }
 
 /// One rendered prompt, as written to the prompt JSONL files.
@@ -182,7 +166,7 @@ impl Renderer {
                 }
             }
             sink(Prompt {
-                request_id: RequestId::new(&self.suite_sha256, c, &s.id, step, task),
+                request_id: request_id(&self.suite_sha256, c, &s.id, step, task),
                 scenario: s.id.clone(),
                 step,
                 condition: c,

@@ -462,3 +462,34 @@ impl Aggregate {
             .map(|e| &e.estimate)
     }
 }
+
+/// The best value a metric can take: 0 for error-like metrics, 1 for the rest; `None`
+/// for log loss, whose floor is the reference's own entropy.
+pub fn best_value(metric: &str) -> Option<f64> {
+    match metric {
+        "log_loss" => None,
+        "abs_error" | "total_variation" | "brier" | "contract_failure" | "leakage" | "unsafe"
+        | "inadmissible" | "invented_ids" | "unnecessary_update" | "twin_stated_gap" => Some(0.0),
+        _ => Some(1.0),
+    }
+}
+
+impl Aggregate {
+    /// Pooled figures of `model` that miss their metric's best value, as
+    /// `condition/task/metric = value (best b)`: empty for a system that scores perfectly.
+    pub fn shortfalls(&self, model: &str) -> Vec<String> {
+        self.estimates
+            .iter()
+            .filter(|e| e.cell.model == model && e.cell.regime.is_none() && e.cell.seed.is_none())
+            .filter_map(|e| {
+                let best = best_value(e.cell.metric)?;
+                ((e.estimate.mean - best).abs() > 1e-9).then(|| {
+                    format!(
+                        "{}/{}/{} = {:.4} (best {best})",
+                        e.cell.condition, e.cell.task, e.cell.metric, e.estimate.mean
+                    )
+                })
+            })
+            .collect()
+    }
+}

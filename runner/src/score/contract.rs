@@ -6,15 +6,8 @@ use crate::suite::creg::record::{ActionType, EvidenceId, ReferenceState};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// How the decoder stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishReason {
-    /// An end-of-sequence token.
-    Stop,
-    /// The token budget ran out.
-    Length,
-}
+/// How the decoder stopped: the engine's own type.
+pub use crate::engine::FinishReason;
 
 /// Why an answer breaks the contract.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -1,7 +1,7 @@
 //! The baseline systems are the scorer's own test: the oracle scores perfectly on every
 //! metric, and each heuristic fails exactly the regimes it is blind to.
 
-use runner::baseline::{self, System};
+use runner::engine::baseline::{self, System};
 use runner::score::contract::FinishReason;
 use runner::score::metrics;
 use runner::score::reference::BeliefReference;

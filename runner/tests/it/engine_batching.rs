@@ -37,7 +37,7 @@ fn requests(sampling: Sampling, seeds: &[u64]) -> Vec<Request> {
         .iter()
         .enumerate()
         .map(|(i, q)| Request {
-            id: RequestId(format!("req-{i}")),
+            id: RequestId::new(format!("req-{i}")),
             prompt: Prompt::Chat(vec![
                 Message {
                     role: Role::System,
@@ -59,7 +59,7 @@ fn requests(sampling: Sampling, seeds: &[u64]) -> Vec<Request> {
 fn tokens(samples: &[Sample]) -> Vec<(String, u64, Vec<u32>)> {
     samples
         .iter()
-        .map(|s| (s.request_id.0.clone(), s.seed, s.token_ids.clone()))
+        .map(|s| (s.request_id.to_string(), s.seed, s.token_ids.clone()))
         .collect()
 }
 
@@ -121,11 +121,11 @@ fn seeds_fork_one_prefill_into_distinct_samples_that_match_single_seed_runs() {
         let id = format!("req-{i}");
         let a = forked
             .iter()
-            .find(|s| s.request_id.0 == id && s.seed == 1)
+            .find(|s| s.request_id.as_str() == id && s.seed == 1)
             .unwrap();
         let b = forked
             .iter()
-            .find(|s| s.request_id.0 == id && s.seed == 2)
+            .find(|s| s.request_id.as_str() == id && s.seed == 2)
             .unwrap();
         a.token_ids != b.token_ids
     });

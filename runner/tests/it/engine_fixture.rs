@@ -71,7 +71,7 @@ fn every_architecture_loads_encodes_once_and_generates() {
         }
         let out = e
             .generate(&[Request {
-                id: RequestId("r".into()),
+                id: RequestId::new("r"),
                 prompt: chat("the coin is fair"),
                 seeds: vec![5],
                 max_new_tokens: 7,

@@ -55,7 +55,7 @@ fn check(arch: Arch, tag: &str) {
         );
         let sample = e
             .generate(&[Request {
-                id: RequestId(format!("parity-{i}")),
+                id: RequestId::new(format!("parity-{i}")),
                 prompt: Prompt::Raw(case.prompt.clone()),
                 seeds: vec![0],
                 max_new_tokens: 8,

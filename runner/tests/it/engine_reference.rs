@@ -72,7 +72,7 @@ fn check(
     assert!(d < 1e-4, "{tag}: prefill logits differ by {d}");
     let sample = engine
         .generate(&[Request {
-            id: RequestId("ref".into()),
+            id: RequestId::new("ref"),
             prompt: Prompt::Raw(PROMPT.into()),
             seeds: vec![0],
             max_new_tokens: 8,

@@ -1,6 +1,6 @@
 //! Aggregation and reports: intervals, contrasts, twins, and the files a run leaves.
 
-use runner::baseline::{self, System};
+use runner::engine::baseline::{self, System};
 use runner::score::aggregate::{aggregate, Aggregate, Scored};
 
 use runner::score::report;

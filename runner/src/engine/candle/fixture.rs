@@ -243,7 +243,11 @@ fn corpus() -> Vec<String> {
         .collect()
 }
 
-fn train_tokenizer(arch: Arch, vocab_target: usize) -> Result<Tokenizer, EngineError> {
+fn train_tokenizer(
+    arch: Arch,
+    vocab_target: usize,
+    corpus: Vec<String>,
+) -> Result<Tokenizer, EngineError> {
     let (special, _, _) = specials(arch);
     let err = |e: tokenizers::Error| EngineError::Tokenizer(e.to_string());
     let added: Vec<AddedToken> = special.iter().map(|s| AddedToken::from(*s, true)).collect();
@@ -259,7 +263,7 @@ fn train_tokenizer(arch: Arch, vocab_target: usize) -> Result<Tokenizer, EngineE
     tokenizer.with_decoder(Some(ByteLevel::new(false, true, true)));
     let mut trainer = TrainerWrapper::BpeTrainer(trainer);
     tokenizer
-        .train(&mut trainer, corpus().into_iter())
+        .train(&mut trainer, corpus.into_iter())
         .map_err(err)?;
     tokenizer.add_special_tokens(added).map_err(err)?;
     Ok(tokenizer)
@@ -323,14 +327,34 @@ impl Weights {
 
 /// Writes the fixture model into `out` (created if missing).
 pub fn write_fixture(arch: Arch, size: Size, out: &Path) -> Result<(), EngineError> {
-    let s = shape(size);
+    write_fixture_with(arch, size, out, None)
+}
+
+/// A fixture whose tokenizer is trained on `corpus` to `vocab` tokens instead of the
+/// built-in word list: trained on the suite's own prompts, a small model sees prompts
+/// of the length a real tokenizer gives them (a few thousand tokens, not ten thousand
+/// byte-level pieces), which keeps a CPU smoke run of the real plan short.
+pub fn write_fixture_with(
+    arch: Arch,
+    size: Size,
+    out: &Path,
+    tokenizer_corpus: Option<(Vec<String>, usize)>,
+) -> Result<(), EngineError> {
+    let mut s = shape(size);
+    let corpus = match tokenizer_corpus {
+        Some((texts, vocab)) => {
+            s.vocab_target = vocab;
+            texts
+        }
+        None => corpus(),
+    };
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| EngineError::Io { path, source }
     };
     std::fs::create_dir_all(out).map_err(io(out))?;
 
-    let tokenizer = train_tokenizer(arch, s.vocab_target)?;
+    let tokenizer = train_tokenizer(arch, s.vocab_target, corpus)?;
     let vocab = tokenizer.get_vocab_size(true);
     let id = |t: &str| tokenizer.token_to_id(t).expect("special token was added");
     let (_, bos, eos) = specials(arch);

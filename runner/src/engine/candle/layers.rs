@@ -90,13 +90,23 @@ fn chunked_attention(
     if new <= chunk {
         return attention_block(q, k, v, mask, scale);
     }
+    // The new tokens occupy the last `new` slots, so a query chunk ending at new token
+    // `start + len` cannot see any slot after `past + start + len`: those keys are cut
+    // off instead of being scored and masked, which halves the work of a long prefill.
+    let past = slots - new;
     let mut parts = Vec::new();
     let mut start = 0;
     while start < new {
         let len = chunk.min(new - start);
+        let visible = past + start + len;
         let q = q.narrow(2, start, len)?;
-        let mask = mask.narrow(3, start, len)?.contiguous()?;
-        parts.push(attention_block(&q, k, v, &mask, scale)?);
+        let k = k.narrow(2, 0, visible)?;
+        let v = v.narrow(2, 0, visible)?;
+        let mask = mask
+            .narrow(3, start, len)?
+            .narrow(4, 0, visible)?
+            .contiguous()?;
+        parts.push(attention_block(&q, &k, &v, &mask, scale)?);
         start += len;
     }
     Tensor::cat(&parts, 1)

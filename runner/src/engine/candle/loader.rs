@@ -51,7 +51,15 @@ pub struct Panel {
     pub models: BTreeMap<String, PanelEntry>,
 }
 
+/// The project's `models.toml`, built into the binary.
+pub const BUILTIN_PANEL: &str = include_str!("../../../../models.toml");
+
 impl Panel {
+    /// The panel built into the binary.
+    pub fn builtin() -> Result<Panel, EngineError> {
+        Panel::parse(BUILTIN_PANEL, Path::new("models.toml"))
+    }
+
     pub fn parse(text: &str, path: &Path) -> Result<Panel, EngineError> {
         toml::from_str(text).map_err(|e| EngineError::BadFile {
             what: "model panel",

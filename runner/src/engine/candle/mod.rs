@@ -468,6 +468,10 @@ impl Backend for Engine {
         self.label.clone()
     }
 
+    fn preferred_batch(&self) -> usize {
+        self.limits.max_rows
+    }
+
     fn generate_each(
         &mut self,
         requests: &[Request],
@@ -480,14 +484,14 @@ impl Backend for Engine {
             }
             if r.max_new_tokens == 0 {
                 return Err(EngineError::InvalidRequest {
-                    id: r.id.0.clone(),
+                    id: r.id.to_string(),
                     message: "max_new_tokens must be at least 1".into(),
                 });
             }
             let ids = self.encode(&r.prompt)?;
             if ids.is_empty() {
                 return Err(EngineError::InvalidRequest {
-                    id: r.id.0.clone(),
+                    id: r.id.to_string(),
                     message: "the prompt encodes to no tokens".into(),
                 });
             }
@@ -525,7 +529,7 @@ mod tests {
         let mut e =
             Engine::load(&ModelFiles::from_dir(&dir).unwrap(), Device::Cpu, "stop").unwrap();
         let req = Request {
-            id: RequestId("stop".into()),
+            id: RequestId::new("stop"),
             prompt: Prompt::Raw("the river is north".into()),
             seeds: vec![0],
             max_new_tokens: 6,

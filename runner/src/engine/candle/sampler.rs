@@ -18,7 +18,7 @@ impl StreamKey {
     pub fn new(seed: u64, request: &RequestId) -> Self {
         // The id is arbitrary text; a cryptographic digest spreads it over 64 bits so
         // that near-identical ids give unrelated streams.
-        let digest = Sha256::digest(request.0.as_bytes());
+        let digest = Sha256::digest(request.as_str().as_bytes());
         let mut first = [0u8; 8];
         first.copy_from_slice(&digest[..8]);
         StreamKey {
@@ -129,23 +129,23 @@ mod tests {
 
     #[test]
     fn draws_depend_only_on_seed_request_and_position() {
-        let a = StreamKey::new(7, &RequestId("r1".into()));
-        let b = StreamKey::new(7, &RequestId("r1".into()));
+        let a = StreamKey::new(7, &RequestId::new("r1"));
+        let b = StreamKey::new(7, &RequestId::new("r1"));
         assert_eq!(a.uniform(3), b.uniform(3));
         assert_ne!(a.uniform(3), a.uniform(4));
         assert_ne!(
             a.uniform(3),
-            StreamKey::new(8, &RequestId("r1".into())).uniform(3)
+            StreamKey::new(8, &RequestId::new("r1")).uniform(3)
         );
         assert_ne!(
             a.uniform(3),
-            StreamKey::new(7, &RequestId("r2".into())).uniform(3)
+            StreamKey::new(7, &RequestId::new("r2")).uniform(3)
         );
     }
 
     #[test]
     fn draws_are_roughly_uniform() {
-        let key = StreamKey::new(1, &RequestId("uniformity".into()));
+        let key = StreamKey::new(1, &RequestId::new("uniformity"));
         let n = 20_000;
         let mut bins = [0usize; 10];
         for p in 0..n {
@@ -176,7 +176,7 @@ mod tests {
             top_p: 0.9,
         };
         let mut seen = [0usize; 4];
-        let key = StreamKey::new(3, &RequestId("nucleus".into()));
+        let key = StreamKey::new(3, &RequestId::new("nucleus"));
         for p in 0..5000 {
             seen[choose(&logits, s, key.uniform(p)) as usize] += 1;
         }
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn low_temperature_concentrates_on_the_top_token() {
         let logits = [2.0f32, 1.0, 0.0];
-        let key = StreamKey::new(9, &RequestId("cold".into()));
+        let key = StreamKey::new(9, &RequestId::new("cold"));
         let hits = (0..1000)
             .filter(|&p| choose(&logits, Sampling::PROTOCOL, key.uniform(p)) == 0)
             .count();

@@ -267,3 +267,78 @@ pub fn run_suite(
     }
     Ok(out)
 }
+
+/// A baseline system behind the [`Backend`](crate::engine::Backend) trait, so that it
+/// takes the runner's whole path (plan, journal, streaming scorer, reports) like a
+/// model. It reads the scenario, not the prompt: `questions` maps each request id to
+/// the scenario and question it asks. Its answer depends on neither condition nor seed.
+pub struct BaselineBackend {
+    system: System,
+    scenarios: std::collections::HashMap<ScenarioId, Scenario>,
+    questions: std::collections::HashMap<crate::id::RequestId, (ScenarioId, Question)>,
+}
+
+use crate::engine::{Backend, EngineError, FinishReason, Request, Sample, Timings};
+use crate::score::sample::Question;
+
+impl BaselineBackend {
+    pub fn new(
+        system: System,
+        suite: &[Scenario],
+        questions: impl IntoIterator<Item = (crate::id::RequestId, ScenarioId, Question)>,
+    ) -> BaselineBackend {
+        BaselineBackend {
+            system,
+            scenarios: suite.iter().map(|s| (s.id.clone(), s.clone())).collect(),
+            questions: questions
+                .into_iter()
+                .map(|(id, s, q)| (id, (s, q)))
+                .collect(),
+        }
+    }
+}
+
+impl Backend for BaselineBackend {
+    fn describe(&self) -> String {
+        format!("baseline {} (no network)", self.system)
+    }
+
+    fn preferred_batch(&self) -> usize {
+        512
+    }
+
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        for r in requests {
+            let invalid = |message: String| EngineError::InvalidRequest {
+                id: r.id.to_string(),
+                message,
+            };
+            let (scenario, question) = self
+                .questions
+                .get(&r.id)
+                .ok_or_else(|| invalid("not a request of this baseline's plan".into()))?;
+            let s = self
+                .scenarios
+                .get(scenario)
+                .ok_or_else(|| invalid(format!("scenario {scenario} is not in the suite")))?;
+            let text = answer(self.system, s, *question)
+                .map_err(|e| invalid(format!("the normative model failed: {e}")))?;
+            for &seed in &r.seeds {
+                on_sample(Sample {
+                    request_id: r.id.clone(),
+                    seed,
+                    text: text.clone(),
+                    prompt_tokens: 0,
+                    token_ids: Vec::new(),
+                    finish_reason: FinishReason::Stop,
+                    timings: Timings::default(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,449 @@
+//! `runner [run]`: a resumable batch job over the suite, streaming into the scorer;
+//! `runner score RUN_DIR...` and `runner merge RUN_DIR...` on finished journals.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use runner::engine::candle::DeviceChoice;
+use runner::engine::Sampling;
+use runner::journal::{self, Manifest, Recovered};
+use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
+use runner::run::creg::{CregWorkload, SUITE_NAME};
+use runner::run::model::{self, ModelOptions};
+use runner::run::{execute, folder, Observer, Running, Workload};
+use runner::suite::creg::{frozen, load};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// The protocol's budget of new tokens per sample.
+pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// A panel model (see `runner models`), a baseline (oracle, confidence-only,
+    /// no-relations, no-epochs, latest-wins, uniform) or a model folder.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// all (the nine), principal (the four), or names, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "principal")]
+    pub condition: Vec<String>,
+    /// belief, endpoint (contradiction, action, explanation), single tasks, or all.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub tasks: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_values_t = PROTOCOL_SEEDS)]
+    pub seeds: Vec<u64>,
+    /// auto, cpu or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Run slice I of N (0-based), by request id.
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// Keep the first N scenarios of every regime.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long, default_value = "outputs")]
+    pub out: PathBuf,
+    /// The run's folder name under <out>/<model>/ (default: the suite's name, plus the shard).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Start a new run beside an existing one instead of resuming it.
+    #[arg(long)]
+    pub fresh: bool,
+    /// A CREG suite file (JSONL) instead of the frozen suite, e.g. the original data.
+    #[arg(long)]
+    pub suite_file: Option<PathBuf>,
+    /// New tokens per sample; the protocol's 512 unless a smoke run asks for fewer.
+    #[arg(long, default_value_t = PROTOCOL_MAX_NEW_TOKENS)]
+    pub max_new_tokens: usize,
+    /// Sequences decoded together (default: the engine's).
+    #[arg(long)]
+    pub max_batch: Option<usize>,
+    /// A model panel other than the built-in one.
+    #[arg(long)]
+    pub panel: Option<PathBuf>,
+    /// Print the summary only (no progress bar).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The suite a run or a rescoring works on, with its hash.
+fn creg_suite(file: Option<&Path>) -> Result<(Vec<runner::suite::creg::record::Scenario>, String)> {
+    match file {
+        None => Ok((
+            frozen::frozen_suite()?,
+            runner::digest::sha256_hex(frozen::FROZEN_JSONL.as_bytes()),
+        )),
+        Some(p) => {
+            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+            Ok((load::load_file(p)?, runner::digest::sha256_hex(&bytes)))
+        }
+    }
+}
+
+fn workload(args: &RunArgs) -> Result<CregWorkload> {
+    if args.max_new_tokens == 0 {
+        bail!("--max-new-tokens must be at least 1");
+    }
+    if args.seeds.is_empty() {
+        bail!("--seeds needs at least one seed");
+    }
+    let (suite, sha) = creg_suite(args.suite_file.as_deref())?;
+    let spec = PlanSpec {
+        conditions: parse_conditions(&args.condition)?,
+        tasks: parse_tasks(&args.tasks)?,
+        seeds: args.seeds.clone(),
+        limit_per_regime: args.limit,
+        shard: args.shard,
+    };
+    Ok(CregWorkload::new(
+        suite,
+        sha,
+        spec,
+        args.max_new_tokens,
+        Sampling::PROTOCOL,
+    )?)
+}
+
+/// The progress bar: samples, tokens per second, ETA, running scores.
+struct Bar {
+    bar: ProgressBar,
+    headline: String,
+    started: Instant,
+    quiet: bool,
+    last_line: Instant,
+}
+
+impl Bar {
+    fn new(headline: &str, quiet: bool) -> Bar {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} samples, ETA {eta} | {msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        if quiet {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        Bar {
+            bar,
+            headline: headline.to_string(),
+            started: Instant::now(),
+            quiet,
+            last_line: Instant::now(),
+        }
+    }
+
+    fn message(&self, r: &Running) -> String {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        format!(
+            "{:.0} tok/s | {} {} | contract failures {}",
+            r.generated_tokens as f64 / secs,
+            self.headline,
+            r.accuracy()
+                .map_or("-".to_string(), |a| format!("{:.1}%", 100.0 * a)),
+            r.contract_failures
+        )
+    }
+
+    fn update(&mut self, r: &Running) {
+        self.bar.set_length(r.total as u64);
+        self.bar.set_position(r.done as u64);
+        self.bar.set_message(self.message(r));
+        // Logs (no terminal) get a plain line every 30 seconds instead of a bar.
+        if !self.quiet
+            && !std::io::stderr().is_terminal()
+            && self.last_line.elapsed() > Duration::from_secs(30)
+        {
+            self.last_line = Instant::now();
+            eprintln!("{}/{} samples | {}", r.done, r.total, self.message(r));
+        }
+    }
+}
+
+impl Observer for Bar {
+    fn resumed(&mut self, r: &Running, recovered: &Recovered) {
+        if !self.quiet && !recovered.records.is_empty() {
+            eprintln!(
+                "resuming: {} samples already journaled{}{}",
+                r.done,
+                if recovered.torn_bytes > 0 {
+                    format!(
+                        "; a torn last line ({} bytes) was cut off",
+                        recovered.torn_bytes
+                    )
+                } else {
+                    String::new()
+                },
+                if recovered.duplicates > 0 {
+                    format!("; {} duplicate lines ignored", recovered.duplicates)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        self.bar.reset_elapsed();
+        self.update(r);
+    }
+    fn sample(&mut self, r: &Running) {
+        self.update(r);
+    }
+    fn journaled(&mut self, r: &Running) {
+        self.update(r);
+    }
+}
+
+/// Runs or resumes one run and prints its summary; returns the run folder.
+pub fn run(args: RunArgs) -> Result<PathBuf> {
+    let Some(model_name) = args.model.clone() else {
+        bail!("--model is required: a panel model (see `runner models`), a baseline such as oracle, or a model folder; `runner smoke` runs a CPU smoke test");
+    };
+    let workload = workload(&args)?;
+    let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
+    let panel = super::engine::panel(args.panel.as_deref())?;
+    let loaded = model::load(
+        &model_name,
+        &workload,
+        &ModelOptions {
+            device,
+            max_batch: args.max_batch,
+            panel: &panel,
+        },
+    )
+    .with_context(|| format!("loading {model_name}"))?;
+    if let Some(w) = &loaded.warning {
+        eprintln!("warning: {w}");
+    }
+    let run_name = args.run.clone().unwrap_or_else(|| match args.shard {
+        Some(s) => format!("{}.shard-{}-of-{}", workload.name(), s.index, s.count),
+        None => workload.name().to_string(),
+    });
+    let dir = folder::run_dir(&args.out, &loaded.label, &run_name, args.fresh);
+    let manifest = manifest(&workload, &loaded.identity, &loaded.context);
+    let mut backend = loaded.backend;
+    let mut bar = Bar::new(workload.headline(), args.quiet);
+    if !args.quiet {
+        eprintln!(
+            "run {}: {} requests, {} samples, {}",
+            dir.display(),
+            workload.jobs().len(),
+            workload
+                .jobs()
+                .iter()
+                .map(|j| j.request.seeds.len())
+                .sum::<usize>(),
+            backend.describe()
+        );
+    }
+    let outcome = execute(
+        backend.as_mut(),
+        &workload,
+        &manifest,
+        &dir,
+        &loaded.label,
+        &mut bar,
+    );
+    bar.bar.finish_and_clear();
+    let outcome = outcome?;
+    print!("{}", outcome.summary);
+    println!(
+        "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s; reports in {}",
+        outcome.running.done,
+        outcome.running.generated,
+        outcome.recovered,
+        outcome.seconds,
+        dir.display()
+    );
+    Ok(dir)
+}
+
+pub fn run_command(args: RunArgs) -> Result<ExitCode> {
+    run(args).map(|_| ExitCode::SUCCESS)
+}
+
+/// The manifest: what defines the run, and where it ran.
+fn manifest(workload: &dyn Workload, model: &Value, context: &Value) -> Manifest {
+    let mut identity = workload.identity();
+    if let Some(obj) = identity.as_object_mut() {
+        obj.insert("model".into(), model.clone());
+        obj.insert("runner_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    }
+    let mut context = context.clone();
+    if let Some(obj) = context.as_object_mut() {
+        obj.insert(
+            "started".into(),
+            json!(
+                chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        );
+        obj.insert(
+            "command".into(),
+            json!(std::env::args().collect::<Vec<_>>().join(" ")),
+        );
+    }
+    Manifest { identity, context }
+}
+
+#[derive(Args, Debug)]
+pub struct ScoreArgs {
+    /// Run folders (each with manifest.json and journal.jsonl).
+    dirs: Vec<PathBuf>,
+    /// Where the combined report of several runs goes (default outputs/combined).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The CREG suite file the runs used, when it is not the frozen suite.
+    #[arg(long)]
+    suite_file: Option<PathBuf>,
+    /// Time parsing+scoring and aggregation of 55,200 belief samples instead.
+    #[arg(long)]
+    bench: bool,
+}
+
+/// The CREG workload a journaled run was planned with, rebuilt from its manifest.
+fn workload_of(dir: &Path, suite_file: Option<&Path>) -> Result<(CregWorkload, Manifest)> {
+    let m = journal::read_manifest(dir)?.with_context(|| {
+        format!(
+            "{} has no {}: not a run folder",
+            dir.display(),
+            journal::MANIFEST_FILE
+        )
+    })?;
+    let id = &m.identity;
+    let name = id.pointer("/suite/name").and_then(Value::as_str);
+    if name != Some(SUITE_NAME) {
+        bail!(
+            "{}: suite {:?} is not {SUITE_NAME}",
+            dir.join(journal::MANIFEST_FILE).display(),
+            name
+        );
+    }
+    let (suite, sha) = creg_suite(suite_file)?;
+    let want = id.pointer("/suite/sha256").and_then(Value::as_str);
+    if want != Some(sha.as_str()) {
+        bail!(
+            "{}: the run used suite sha256 {}, not {} ({}); pass --suite-file with the run's suite",
+            dir.join(journal::MANIFEST_FILE).display(),
+            want.unwrap_or("?"),
+            sha,
+            suite_file.map_or("the frozen suite".to_string(), |p| p.display().to_string())
+        );
+    }
+    let strings = |key: &str| -> Vec<String> {
+        id.pointer(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let spec = PlanSpec {
+        conditions: parse_conditions(&strings("/plan/conditions"))?,
+        tasks: parse_tasks(&strings("/plan/tasks"))?,
+        seeds: id
+            .pointer("/plan/seeds")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default(),
+        limit_per_regime: id
+            .pointer("/plan/limit_per_regime")
+            .and_then(Value::as_u64)
+            .map(|n| n as usize),
+        shard: None,
+    };
+    let workload = CregWorkload::new(suite, sha, spec, 1, Sampling::PROTOCOL)?;
+    Ok((workload, m))
+}
+
+fn label_of(m: &Manifest, dir: &Path) -> String {
+    m.identity
+        .pointer("/model/name")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// `runner score RUN_DIR...`: rescores journals with the streaming scorer's code.
+pub fn score(args: ScoreArgs) -> Result<ExitCode> {
+    if args.bench {
+        return super::score::bench();
+    }
+    if args.dirs.is_empty() {
+        bail!("give one or more run folders (outputs/<model>/<run>), or --bench");
+    }
+    let mut runs = Vec::new();
+    let mut workload = None;
+    for dir in &args.dirs {
+        let (w, m) = workload_of(dir, args.suite_file.as_deref())?;
+        let rec = journal::read_records(&dir.join(journal::JOURNAL_FILE), false)?;
+        let label = label_of(&m, dir);
+        let title = format!("{SUITE_NAME}: {label}");
+        let runs_one = [(label.clone(), rec.records)];
+        let summary = w.report(&runs_one, dir, &title)?;
+        if args.dirs.len() == 1 {
+            print!("{summary}");
+        }
+        eprintln!(
+            "{}: {} samples rescored; reports rewritten",
+            dir.display(),
+            runs_one[0].1.len()
+        );
+        let [(l, r)] = runs_one;
+        runs.push((l, r));
+        workload = Some(w);
+    }
+    if runs.len() > 1 {
+        let w = workload.context("at least one run")?;
+        let out = args
+            .out
+            .unwrap_or_else(|| PathBuf::from("outputs").join("combined"));
+        let summary = w.report(&runs, &out, &format!("{SUITE_NAME}: combined runs"))?;
+        print!("{summary}");
+        eprintln!("combined reports in {}", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Shard run folders of one run.
+    dirs: Vec<PathBuf>,
+    /// The merged run's folder.
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long)]
+    suite_file: Option<PathBuf>,
+}
+
+/// `runner merge RUN_DIR... --out DIR`: shard journals into one run, then its reports.
+pub fn merge(args: MergeArgs) -> Result<ExitCode> {
+    if args.dirs.is_empty() {
+        bail!("give the shard run folders to merge");
+    }
+    let n = journal::merge(&args.dirs, &args.out)?;
+    let (w, _) = workload_of(&args.out, args.suite_file.as_deref())?;
+    let planned: usize = w.jobs().iter().map(|j| j.request.seeds.len()).sum();
+    eprintln!(
+        "{n} samples from {} shard runs merged into {}",
+        args.dirs.len(),
+        args.out.display()
+    );
+    if n < planned {
+        eprintln!(
+            "warning: the plan has {planned} samples; {} are missing (a shard is unfinished or not given)",
+            planned - n
+        );
+    }
+    score(ScoreArgs {
+        dirs: vec![args.out],
+        out: None,
+        suite_file: args.suite_file,
+        bench: false,
+    })
+}

@@ -1,0 +1,248 @@
+//! The CREG suite as a run's workload: the plan's prompts as chat requests, each
+//! journaled sample scored against the normative reference, reports by the embedded
+//! scorer.
+
+use super::{Job, RunError, Scoring, Workload};
+use crate::digest::sha256_hex;
+use crate::engine::baseline::{BaselineBackend, System};
+use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
+use crate::journal::SampleRecord;
+use crate::plan::{self, PlanSpec};
+use crate::render::{manifest::templates_sha256, manifest::PROMPTS_VERSION, Renderer};
+use crate::score::aggregate::{self, Aggregate, Scored};
+use crate::score::report;
+use crate::score::sample::{score_text, Question, SampleScore};
+use crate::suite::creg::record::{Scenario, ScenarioId};
+use crate::suite::creg::spec::NormativeSpec;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The suite's name in run folders and report titles.
+pub const SUITE_NAME: &str = "creg-v1.0";
+
+pub struct CregWorkload {
+    suite: Vec<Scenario>,
+    by_id: HashMap<ScenarioId, usize>,
+    suite_sha256: String,
+    spec: PlanSpec,
+    max_new_tokens: usize,
+    sampling: Sampling,
+    jobs: Vec<Job>,
+}
+
+/// The question a journaled (task, step) asks.
+pub fn question(task: &str, step: usize) -> Option<Question> {
+    Some(match task {
+        "belief" => Question::Belief { step },
+        "contradiction" => Question::Contradiction,
+        "action" => Question::Action,
+        "explanation" => Question::Explanation,
+        _ => return None,
+    })
+}
+
+impl CregWorkload {
+    /// `suite` is the frozen suite or a user's original file; `suite_sha256` the hash
+    /// of its bytes, which request ids are keyed on.
+    pub fn new(
+        suite: Vec<Scenario>,
+        suite_sha256: String,
+        spec: PlanSpec,
+        max_new_tokens: usize,
+        sampling: Sampling,
+    ) -> Result<CregWorkload, RunError> {
+        let renderer = Renderer::new(suite_sha256.clone())
+            .map_err(|e| RunError::Setup(format!("prompt templates: {e}")))?;
+        let jobs = plan::plan(&renderer, &suite, &spec)
+            .into_iter()
+            .map(|p| Job {
+                prompt_sha256: sha256_hex(p.prompt.text.as_bytes()),
+                scenario: p.prompt.scenario.to_string(),
+                condition: p.prompt.condition.name().to_string(),
+                task: p.prompt.task.name().to_string(),
+                step: p.prompt.step,
+                request: Request {
+                    id: p.prompt.request_id,
+                    // The task template carries every instruction; the system turn is
+                    // left to the model's own template default.
+                    prompt: Prompt::Chat(vec![Message {
+                        role: Role::User,
+                        content: p.prompt.text,
+                    }]),
+                    seeds: p.seeds,
+                    max_new_tokens,
+                    sampling,
+                },
+            })
+            .collect();
+        let by_id = suite
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect();
+        Ok(CregWorkload {
+            suite,
+            by_id,
+            suite_sha256,
+            spec,
+            max_new_tokens,
+            sampling,
+            jobs,
+        })
+    }
+
+    pub fn suite(&self) -> &[Scenario] {
+        &self.suite
+    }
+
+    fn locate(&self, r: &SampleRecord) -> Result<(&Scenario, Question), String> {
+        let s = self
+            .by_id
+            .get(&ScenarioId::new(&r.scenario))
+            .map(|&i| &self.suite[i])
+            .ok_or_else(|| format!("scenario {:?} is not in the suite", r.scenario))?;
+        let q = question(&r.task, r.step).ok_or_else(|| format!("unknown task {:?}", r.task))?;
+        Ok((s, q))
+    }
+
+    fn score_sample(&self, r: &SampleRecord) -> Result<(&Scenario, Question, SampleScore), String> {
+        let (s, q) = self.locate(r)?;
+        let score = score_text(s, q, &r.text, r.finish_reason)
+            .ok_or_else(|| format!("step {} is not a prefix of {}", r.step, r.scenario))?;
+        Ok((s, q, score))
+    }
+
+    /// Every journaled sample of `runs` (label, records), scored and aggregated.
+    pub fn aggregate(&self, runs: &[(String, Vec<SampleRecord>)]) -> Result<Aggregate, String> {
+        let mut scored = Vec::new();
+        for (model, records) in runs {
+            for r in records {
+                let (s, q, score) = self
+                    .score_sample(r)
+                    .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
+                scored.push(Scored {
+                    model: model.clone(),
+                    condition: r.condition.clone(),
+                    seed: r.seed,
+                    scenario: s.id.clone(),
+                    regime: s.metadata.trajectory_regime,
+                    pair_id: s.metadata.counterfactual_pair_id.clone(),
+                    question: q,
+                    score,
+                });
+            }
+        }
+        Ok(aggregate::aggregate(&scored, &self.suite))
+    }
+}
+
+impl Workload for CregWorkload {
+    fn name(&self) -> &str {
+        SUITE_NAME
+    }
+
+    fn identity(&self) -> Value {
+        json!({
+            "suite": {
+                "name": SUITE_NAME,
+                "sha256": self.suite_sha256,
+                "spec_sha256": NormativeSpec::frozen_sha256(),
+            },
+            "prompts": {"version": PROMPTS_VERSION, "templates_sha256": templates_sha256()},
+            "plan": {
+                "conditions": self.spec.conditions.iter().map(|c| c.name()).collect::<Vec<_>>(),
+                "tasks": self.spec.tasks.iter().map(|t| t.name()).collect::<Vec<_>>(),
+                "seeds": self.spec.seeds,
+                "limit_per_regime": self.spec.limit_per_regime,
+            },
+            "shard": self.spec.shard.map(|s| s.to_string()),
+            "decoding": {"sampling": self.sampling, "max_new_tokens": self.max_new_tokens},
+        })
+    }
+
+    fn jobs(&self) -> &[Job] {
+        &self.jobs
+    }
+
+    fn headline(&self) -> &str {
+        "top-state acc"
+    }
+
+    fn score(&self, r: &SampleRecord) -> Result<Scoring, String> {
+        let (_, q, score) = self.score_sample(r)?;
+        let metric = |name: &str| {
+            score
+                .metrics()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v)
+        };
+        Ok(Scoring {
+            correct: matches!(q, Question::Belief { .. })
+                .then(|| metric("top_state_accuracy") == Some(1.0)),
+            contract_failure: metric("contract_failure") == Some(1.0),
+            scores: serde_json::to_value(&score).unwrap_or(Value::Null),
+        })
+    }
+
+    fn report(
+        &self,
+        runs: &[(String, Vec<SampleRecord>)],
+        dir: &Path,
+        title: &str,
+    ) -> Result<String, RunError> {
+        let agg = self.aggregate(runs).map_err(|message| RunError::Score {
+            path: dir.to_path_buf(),
+            message,
+        })?;
+        report::write_reports(dir, &agg, title).map_err(|source| RunError::Report {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(report::summary(&agg, title))
+    }
+
+    fn baselines(&self) -> Vec<&'static str> {
+        System::ALL.iter().map(|s| s.name()).collect()
+    }
+
+    fn baseline(&self, name: &str) -> Option<Box<dyn Backend>> {
+        let system: System = name.parse().ok()?;
+        let questions = self.jobs.iter().filter_map(|j| {
+            Some((
+                j.request.id.clone(),
+                ScenarioId::new(&j.scenario),
+                question(&j.task, j.step)?,
+            ))
+        });
+        Some(Box::new(BaselineBackend::new(
+            system,
+            &self.suite,
+            questions,
+        )))
+    }
+}
+
+/// The vocabulary of a fixture tokenizer trained on the suite's prompts: enough merges
+/// for their words and numbers.
+pub const SMOKE_VOCAB: usize = 4096;
+
+/// Training text for a fixture tokenizer: the final-step prompts of every tenth
+/// scenario in every condition, so that a small test model sees CREG prompts at the
+/// length a real tokenizer gives them.
+pub fn tokenizer_corpus() -> Result<Vec<String>, RunError> {
+    let suite = crate::suite::creg::frozen::frozen_suite()
+        .map_err(|e| RunError::Setup(format!("the frozen suite: {e}")))?;
+    let renderer =
+        Renderer::frozen().map_err(|e| RunError::Setup(format!("prompt templates: {e}")))?;
+    let mut out = Vec::new();
+    for s in suite.iter().step_by(10) {
+        for c in crate::render::Condition::ALL {
+            renderer.prompts(s, c, crate::render::Task::Explanation, &mut |p| {
+                out.push(p.text)
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,105 @@
+//! What `--model` names: a baseline system of the workload, a model of the pinned panel
+//! (from the Hugging Face cache), or a local folder in the Hugging Face layout; and what
+//! the run manifest records about it.
+
+use super::{RunError, Workload};
+use crate::digest::sha256_hex;
+use crate::engine::candle::loader::{self, ModelFiles, Panel, PanelEntry};
+use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use crate::engine::Backend;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A backend ready to run, with its manifest entries.
+pub struct Loaded {
+    pub backend: Box<dyn Backend>,
+    /// The name of the model's folder under `--out` and in reports.
+    pub label: String,
+    /// What defines the model's answers (part of the run's identity).
+    pub identity: Value,
+    /// Where it runs (may differ between sessions of one run).
+    pub context: Value,
+    /// A warning to show once (the CPU fallback).
+    pub warning: Option<String>,
+}
+
+pub struct ModelOptions<'a> {
+    pub device: DeviceChoice,
+    /// Sequences decoded together; the engine's default when `None`.
+    pub max_batch: Option<usize>,
+    pub panel: &'a Panel,
+}
+
+/// Resolves `model` for `workload`.
+pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result<Loaded, RunError> {
+    if let Some(backend) = workload.baseline(model) {
+        return Ok(Loaded {
+            label: model.to_string(),
+            identity: json!({"kind": "baseline", "name": model}),
+            context: json!({"backend": backend.describe()}),
+            backend,
+            warning: None,
+        });
+    }
+    let (files, label, entry): (ModelFiles, String, Option<&PanelEntry>) =
+        if let Some(entry) = opts.panel.models.get(model) {
+            (
+                loader::resolve_pinned(model, entry)?,
+                model.to_string(),
+                Some(entry),
+            )
+        } else if Path::new(model).is_dir() {
+            let dir = Path::new(model);
+            let name = dir
+                .canonicalize()
+                .ok()
+                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| model.to_string());
+            (ModelFiles::from_dir(dir)?, name, None)
+        } else {
+            let panel: Vec<&str> = opts.panel.models.keys().map(String::as_str).collect();
+            return Err(RunError::Setup(format!(
+                "--model {model:?} is not a panel model ({}), a baseline ({}) or a model folder",
+                panel.join(", "),
+                workload.baselines().join(", ")
+            )));
+        };
+    let (device, warning) = select_device(opts.device)?;
+    let device_name = match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".to_string(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    };
+    let mut engine = Engine::load(&files, device, &label)?;
+    if let Some(rows) = opts.max_batch {
+        engine = engine.with_limits(BatchLimits {
+            max_rows: rows.max(1),
+            ..BatchLimits::default()
+        });
+    }
+    let identity = json!({
+        "kind": "candle",
+        "name": label,
+        "repo": entry.map(|e| &e.repo),
+        "revision": files.revision,
+        "tokenizer_repo": entry.map(|e| &e.tokenizer_repo),
+        "tokenizer_revision": entry.map(|e| &e.tokenizer_revision),
+        "weights_sha256": files.weight_digests()?,
+        "tokenizer_sha256": file_sha256(&files.tokenizer)?,
+        "chat_template_sha256": sha256_hex(engine.template().source().as_bytes()),
+        "dtype": format!("{:?}", engine.dtype()).to_lowercase(),
+    });
+    Ok(Loaded {
+        label,
+        identity,
+        context: json!({"device": device_name, "backend": engine.describe()}),
+        backend: Box::new(engine),
+        warning,
+    })
+}
+
+fn file_sha256(path: &Path) -> Result<String, RunError> {
+    std::fs::read(path)
+        .map(|b| sha256_hex(&b))
+        .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))
+}
