@@ -167,7 +167,7 @@ impl Bar {
 
 impl Observer for Bar {
     fn resumed(&mut self, r: &Running, recovered: &Recovered) {
-        if !self.quiet && !recovered.records.is_empty() {
+        if !recovered.records.is_empty() {
             eprintln!(
                 "resuming: {} samples already journaled{}{}",
                 r.done,
