@@ -413,3 +413,57 @@ fn offline_rescoring_reproduces_the_streamed_reports() {
         .iter()
         .all(|r| r.scores.get("category").is_some()));
 }
+
+#[test]
+fn the_slurm_scripts_run_one_shard_per_array_task_and_merge_them() {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts");
+    let out = scratch("slurm");
+    for task in 0..3 {
+        let o = Command::new("bash")
+            .arg(scripts.join("slurm-sweep.sbatch"))
+            .args(["--", "--tasks", "belief", "--limit", "1", "--quiet"])
+            .env("MODEL", "oracle")
+            .env("OUT", &out)
+            .env("DEVICE", "cpu")
+            .env("RUNNER", env!("CARGO_BIN_EXE_runner"))
+            .env("SLURM_ARRAY_TASK_MIN", "0")
+            .env("SLURM_ARRAY_TASK_MAX", "2")
+            .env("SLURM_ARRAY_TASK_ID", task.to_string())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(out
+            .join("oracle")
+            .join(format!("creg-v1.0.shard-{task}-of-3"))
+            .join(JOURNAL_FILE)
+            .is_file());
+    }
+    let o = Command::new("bash")
+        .arg(scripts.join("slurm-merge.sh"))
+        .args(["oracle", "3", s(&out)])
+        .env("RUNNER", env!("CARGO_BIN_EXE_runner"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let merged = read_records(&run_dir(&out, "oracle").join(JOURNAL_FILE), false).unwrap();
+    // 23 belief prefixes of the first scenario per regime x 4 conditions x 3 seeds.
+    assert_eq!(merged.records.len(), 23 * 4 * 3);
+    assert!(!text(&o.stderr).contains("missing"), "{}", text(&o.stderr));
+
+    // The merged run is the unsharded run's folder: the plain command resumes it with
+    // nothing left to do.
+    let mut args: Vec<String> = ["--model", "oracle", "--tasks", "belief", "--limit", "1"]
+        .map(String::from)
+        .to_vec();
+    args.extend([
+        "--quiet".to_string(),
+        "--out".to_string(),
+        s(&out).to_string(),
+    ]);
+    let o = run_ok(&args);
+    assert!(
+        text(&o.stdout).contains("0 generated now"),
+        "{}",
+        text(&o.stdout)
+    );
+}
