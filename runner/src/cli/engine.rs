@@ -216,11 +216,13 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     };
     let files = ModelFiles::from_dir(&dir)?;
     let max_batch = args.batch.iter().copied().max().unwrap_or(1);
-    let engine =
-        Engine::load(&files, device, &dir.display().to_string())?.with_limits(BatchLimits {
-            max_rows: max_batch,
-            prefill_tokens: args.prefill_tokens,
-        });
+    let engine = Engine::load(&files, device, &dir.display().to_string())?;
+    let limits = BatchLimits {
+        max_rows: max_batch,
+        prefill_tokens: args.prefill_tokens,
+        ..engine.limits()
+    };
+    let engine = engine.with_limits(limits);
     // Deterministic prompts of exactly the requested length; their content does not
     // change the work a forward pass does.
     let vocab = engine.vocab_size() as u64;

@@ -72,10 +72,11 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
     };
     let mut engine = Engine::load(&files, device, &label)?;
     if let Some(rows) = opts.max_batch {
-        engine = engine.with_limits(BatchLimits {
+        let limits = BatchLimits {
             max_rows: rows.max(1),
-            ..BatchLimits::default()
-        });
+            ..engine.limits()
+        };
+        engine = engine.with_limits(limits);
     }
     let identity = json!({
         "kind": "candle",

@@ -80,6 +80,7 @@ fn tokens_do_not_depend_on_batch_size_padding_or_forks() {
                     BatchLimits {
                         max_rows: rows,
                         prefill_tokens,
+                        kv_budget_bytes: usize::MAX,
                     },
                 );
                 let out = e.generate(&reqs).unwrap();
@@ -152,5 +153,69 @@ fn padded_prefill_logits_match_unpadded_ones() {
             .fold(0.0f32, f32::max);
         assert!(diff < 1e-4, "max logit difference {diff}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn unlimited(rows: usize) -> BatchLimits {
+    BatchLimits {
+        max_rows: rows,
+        prefill_tokens: 4096,
+        kv_budget_bytes: usize::MAX,
+    }
+}
+
+#[test]
+fn an_out_of_memory_shrinks_the_batch_and_retries_without_losing_or_repeating_a_sample() {
+    let dir = fixture(Arch::Qwen2, "oom");
+    let mut reqs = requests(Sampling::PROTOCOL, &[5, 6, 7]);
+    // Rows that finish after one token are handed over before the failure, so the
+    // retry decodes them again and must not hand them over twice.
+    for r in reqs.iter_mut().step_by(2) {
+        r.max_new_tokens = 1;
+    }
+    let reference = tokens(&engine(&dir, unlimited(24)).generate(&reqs).unwrap());
+    let mut failing = engine(&dir, unlimited(24)).simulate_out_of_memory_above(6);
+    let mut seen = Vec::new();
+    failing
+        .generate_each(&reqs, &mut |s| seen.push(s))
+        .expect("the out-of-memory error is absorbed by smaller batches");
+    assert_eq!(seen.len(), 24, "every sample once");
+    let mut got = tokens(&seen);
+    got.sort();
+    let mut want = reference.clone();
+    want.sort();
+    assert_eq!(got, want, "identical samples after the retry");
+    assert!(failing.limits().max_rows <= 6, "the batch shrank");
+
+    // One request alone that still does not fit is an error, not a loop.
+    let mut single = engine(&dir, unlimited(24)).simulate_out_of_memory_above(2);
+    let err = single.generate(&reqs[1..2]).unwrap_err().to_string();
+    assert!(err.contains("out of memory"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_kv_budget_bounds_the_rows_decoded_together() {
+    let dir = fixture(Arch::Qwen2, "budget");
+    let reqs = requests(Sampling::PROTOCOL, &[5, 6, 7]);
+    let e = engine(&dir, unlimited(24));
+    let longest = reqs
+        .iter()
+        .map(|r| e.encode(&r.prompt).unwrap().len())
+        .max()
+        .unwrap();
+    let per_row = (longest + 15) * e.kv_bytes_per_token();
+    assert!(e.kv_bytes_per_token() > 0);
+    // Room for the KV cache of 3 rows: groups of one request (3 seeds) each. A group
+    // of more than 3 rows would hit the simulated out-of-memory and shrink max_rows.
+    let mut e = e
+        .with_limits(BatchLimits {
+            kv_budget_bytes: 3 * per_row,
+            ..unlimited(24)
+        })
+        .simulate_out_of_memory_above(3);
+    let out = e.generate(&reqs).unwrap();
+    assert_eq!(out.len(), 24);
+    assert_eq!(e.limits().max_rows, 24, "no group exceeded the budget");
     std::fs::remove_dir_all(&dir).unwrap();
 }

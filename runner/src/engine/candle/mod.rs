@@ -12,7 +12,7 @@ pub mod qwen2;
 pub mod sampler;
 
 use crate::engine::{
-    Backend, EngineError, FinishReason, Prompt, Request, Sample, Sampling, Timings,
+    Backend, EngineError, FinishReason, Prompt, Request, RequestId, Sample, Sampling, Timings,
 };
 use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
@@ -21,6 +21,7 @@ use loader::ModelFiles;
 use rayon::prelude::*;
 use sampler::StreamKey;
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 use tokenizers::Tokenizer;
@@ -109,6 +110,10 @@ pub struct BatchLimits {
     /// Prompt tokens (padded rows x longest prompt) in one prefill pass; bounds the
     /// attention score tensor of prefill.
     pub prefill_tokens: usize,
+    /// Bytes the KV cache of one group of rows may take: rows x (longest prompt + new
+    /// tokens) x the model's KV bytes per token. Measured at load time from the free
+    /// memory of the device.
+    pub kv_budget_bytes: usize,
 }
 
 impl Default for BatchLimits {
@@ -116,6 +121,7 @@ impl Default for BatchLimits {
         BatchLimits {
             max_rows: 32,
             prefill_tokens: 4096,
+            kv_budget_bytes: usize::MAX,
         }
     }
 }
@@ -169,6 +175,10 @@ pub struct BenchTimes {
 /// A loaded model with its tokenizer and chat template, ready to decode.
 pub struct Engine {
     model: Box<dyn CausalLm>,
+    /// Keys and values of one token in every layer.
+    kv_bytes_per_token: usize,
+    /// Test hook: fail like a GPU out of memory when a group has more rows than this.
+    simulated_oom_above: Option<usize>,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     eos: Vec<u32>,
@@ -200,13 +210,16 @@ impl Engine {
         let vb = unsafe {
             candle_nn::VarBuilder::from_mmaped_safetensors(&files.weights, dtype, &device)?
         };
+        let kv_elems: usize;
         let model: Box<dyn CausalLm> = match probe.model_type.as_deref() {
             Some("qwen2") => {
                 let c: qwen2::Config = read_json(&files.config, "qwen2 config")?;
+                kv_elems = c.num_hidden_layers * c.num_key_value_heads * c.head_dim() * 2;
                 Box::new(qwen2::Qwen2::load(vb, &c)?)
             }
             Some("llama") => {
                 let c: llama::Config = read_json(&files.config, "llama config")?;
+                kv_elems = c.num_hidden_layers * c.num_key_value_heads * c.head_dim() * 2;
                 Box::new(llama::Llama::load(vb, &c)?)
             }
             Some("gemma3" | "gemma3_text") => {
@@ -220,6 +233,7 @@ impl Engine {
                     path: files.config.clone(),
                     message: e.to_string(),
                 })?;
+                kv_elems = c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
                 Box::new(gemma3::Gemma3::load(vb, &c)?)
             }
             other => {
@@ -232,8 +246,14 @@ impl Engine {
         let tokenizer = Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
+        let limits = BatchLimits {
+            kv_budget_bytes: kv_budget(&device),
+            ..BatchLimits::default()
+        };
         Ok(Engine {
             model,
+            kv_bytes_per_token: kv_elems * dtype.size_in_bytes(),
+            simulated_oom_above: None,
             tokenizer,
             template,
             eos,
@@ -243,12 +263,29 @@ impl Engine {
             ),
             device,
             dtype,
-            limits: BatchLimits::default(),
+            limits,
         })
     }
 
     pub fn with_limits(mut self, limits: BatchLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.kv_bytes_per_token
+    }
+
+    /// Test hook: every group of more than `rows` rows fails after its first decode
+    /// step as a GPU out of memory does, so that the shrink-and-retry path runs on
+    /// the CPU.
+    #[doc(hidden)]
+    pub fn simulate_out_of_memory_above(mut self, rows: usize) -> Self {
+        self.simulated_oom_above = Some(rows);
         self
     }
 
@@ -403,6 +440,7 @@ impl Engine {
             }
         }
         cache.select(&fork)?;
+        let group_rows = fork.len();
         let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
         cache.reserve(cache.slots() + longest)?;
 
@@ -450,6 +488,14 @@ impl Engine {
                 fork = keep.iter().map(|&i| fork[i]).collect();
             }
             rows = kept_rows;
+            if self
+                .simulated_oom_above
+                .is_some_and(|limit| group_rows > limit)
+            {
+                return Err(EngineError::Tensor(candle_core::Error::Msg(
+                    "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
+                )));
+            }
             let t = Instant::now();
             let last: Vec<u32> = rows
                 .iter()
@@ -497,23 +543,98 @@ impl Backend for Engine {
             }
             pending.push((r, ids));
         }
+        // Samples already handed over: a group retried after an out-of-memory error
+        // decodes them again (identically) and they are not handed over twice.
+        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
         let mut start = 0;
         while start < pending.len() {
-            let mut rows = 0;
-            let mut end = start;
-            while end < pending.len()
-                && (end == start || rows + pending[end].0.seeds.len() <= self.limits.max_rows)
-            {
-                rows += pending[end].0.seeds.len();
-                end += 1;
-            }
+            let end = self.group_end(&pending, start);
+            let rows: usize = pending[start..end].iter().map(|(r, _)| r.seeds.len()).sum();
             let group: Vec<&Request> = pending[start..end].iter().map(|(r, _)| *r).collect();
             let prompts: Vec<Vec<u32>> =
                 pending[start..end].iter().map(|(_, p)| p.clone()).collect();
-            self.run_group(&group, &prompts, on_sample)?;
-            start = end;
+            let result = self.run_group(&group, &prompts, &mut |s: Sample| {
+                if emitted.insert((s.request_id.clone(), s.seed)) {
+                    on_sample(s)
+                }
+            });
+            match result {
+                Err(e) if is_out_of_memory(&e) && end - start > 1 => {
+                    let shrunk: usize = pending[start..start + (end - start) / 2]
+                        .iter()
+                        .map(|(r, _)| r.seeds.len())
+                        .sum();
+                    eprintln!(
+                        "warning: out of memory decoding {rows} rows together; retrying with at most {shrunk}"
+                    );
+                    self.limits.max_rows = shrunk.max(1);
+                }
+                Err(e) => return Err(e),
+                Ok(()) => start = end,
+            }
         }
         Ok(())
+    }
+}
+
+/// Whether an engine error is the device running out of memory (worth a smaller batch).
+fn is_out_of_memory(e: &EngineError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    text.contains("out of memory") || text.contains("out_of_memory")
+}
+
+/// Bytes the KV cache may take on `device`: most of what is free after the weights
+/// are loaded on a GPU; half of the available memory on the CPU.
+fn kv_budget(device: &Device) -> usize {
+    match device {
+        Device::Cpu => {
+            let available = std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| {
+                    let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+                    line.split_whitespace().nth(1)?.parse::<usize>().ok()
+                })
+                .map(|kib| kib * 1024);
+            available.map_or(8 << 30, |b| b / 2)
+        }
+        _ => gpu_free_bytes().map_or(16 << 30, |free| free / 10 * 8),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_free_bytes() -> Option<usize> {
+    candle_core::cuda_backend::cudarc::driver::result::mem_get_info()
+        .ok()
+        .map(|(free, _total)| free)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_free_bytes() -> Option<usize> {
+    None
+}
+
+impl Engine {
+    /// The end of the group that starts at `start`: requests are added while their
+    /// rows fit `max_rows` and the group's KV cache (rows x (longest prompt + longest
+    /// budget of new tokens)) fits the KV budget; the first request always goes in.
+    fn group_end(&self, pending: &[(&Request, Vec<u32>)], start: usize) -> usize {
+        let (mut rows, mut longest_prompt, mut longest_new) = (0, 0, 0);
+        let mut end = start;
+        while end < pending.len() {
+            let (r, p) = &pending[end];
+            let rows2 = rows + r.seeds.len();
+            let prompt2 = longest_prompt.max(p.len());
+            let new2 = longest_new.max(r.max_new_tokens);
+            let kv = rows2
+                .saturating_mul(prompt2 + new2)
+                .saturating_mul(self.kv_bytes_per_token);
+            if end > start && (rows2 > self.limits.max_rows || kv > self.limits.kv_budget_bytes) {
+                break;
+            }
+            (rows, longest_prompt, longest_new) = (rows2, prompt2, new2);
+            end += 1;
+        }
+        end
     }
 }
 
