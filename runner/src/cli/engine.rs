@@ -130,6 +130,8 @@ pub fn fixture(args: FixtureArgs) -> Result<ExitCode> {
 
 #[derive(Args, Debug)]
 pub struct ModelsArgs {
+    /// Show one model (its pinned files and where the cache holds it).
+    name: Option<String>,
     #[arg(long)]
     panel: Option<PathBuf>,
 }
@@ -137,6 +139,48 @@ pub struct ModelsArgs {
 pub fn models(args: ModelsArgs) -> Result<ExitCode> {
     let panel = panel(args.panel.as_deref())?;
     let cache = loader::hub_cache_dir();
+    if let Some(name) = &args.name {
+        let Some(e) = panel.models.get(name) else {
+            let known: Vec<&str> = panel.models.keys().map(String::as_str).collect();
+            bail!("unknown model {name:?}; the panel has {}", known.join(", "));
+        };
+        let snapshot = loader::cached_snapshot(&cache, &e.repo, &e.revision);
+        println!(
+            "{name}: {} at {} ({}, {})",
+            e.repo, e.revision, e.arch, e.dtype
+        );
+        println!(
+            "tokenizer: {} at {}",
+            e.tokenizer_repo, e.tokenizer_revision
+        );
+        println!(
+            "licence: {}{}",
+            e.license,
+            if e.gated {
+                " (gated: accept it on the model page and set HF_TOKEN)"
+            } else {
+                ""
+            }
+        );
+        for f in &e.files {
+            let here = snapshot.as_ref().is_some_and(|d| d.join(&f.name).is_file());
+            println!(
+                "  {} {:>14} bytes sha256 {} {}",
+                f.name,
+                f.bytes,
+                f.sha256,
+                if here { "cached" } else { "not cached" }
+            );
+        }
+        match snapshot {
+            Some(d) => println!("cache: {}", d.display()),
+            None => println!(
+                "cache: not in {} (the first run downloads it; HF_HUB_OFFLINE=1 forbids that)",
+                cache.display()
+            ),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "{:<14} {:<36} {:<42} {:<7} {:<6} cached",
         "name", "repo", "revision", "arch", "gated"

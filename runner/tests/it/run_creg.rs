@@ -386,6 +386,17 @@ fn bad_output_folders_and_models_give_clear_errors() {
         "{err}"
     );
 
+    let o = runner(&["models", "qwen-7b"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("qwen2.5-7b"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = runner(&["models", "qwen2.5-7b"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("a09a35458c702b33eeacc393d103063234e8bc28"));
+
     let o = runner(&["--model", "oracle", "--condition", "fullgraph"]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("full_graph"));
