@@ -130,17 +130,19 @@ fn reference() -> &'static Reference {
 fn a_run_killed_at_random_points_resumes_to_exactly_the_uninterrupted_journal() {
     let r = reference();
     let want = &r.outputs;
-    // Deterministic "random" kill times: after start-up, within about one and a half
-    // requests' work (23 requests), so that kills land mid-run. A run that finishes
-    // before 20 kills (a faster machine) is checked too, and another trial starts.
+    // Each kill waits for the journal to grow by at least one batch (so that it lands
+    // mid-run whatever the machine's speed), then a deterministic "random" delay of up
+    // to about one request's work, so that it also hits generation, the write itself
+    // and the report at the end. A run that finishes before 20 kills is checked too,
+    // and another trial starts.
     let per_request = r.whole.saturating_sub(r.startup) / 23;
-    let window = (per_request * 3 / 2).as_micros().max(1) as u64;
+    let window = per_request.as_micros().max(1) as u64;
     let mut state = 0x6b69_6c6cu64;
     let mut next_delay = || {
         state = state
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        r.startup + Duration::from_micros((state >> 33) % window)
+        Duration::from_micros((state >> 33) % window)
     };
     let (mut kills, mut mid_run, mut trials) = (0, 0, 0);
     while kills < 20 {
@@ -163,6 +165,14 @@ fn a_run_killed_at_random_points_resumes_to_exactly_the_uninterrupted_journal() 
             if kills >= 24 {
                 assert!(child.wait().unwrap().success(), "the final resume failed");
                 break;
+            }
+            let target = lines() + 1;
+            let waited = Instant::now();
+            while lines() < target
+                && child.try_wait().unwrap().is_none()
+                && waited.elapsed() < Duration::from_secs(120)
+            {
+                std::thread::sleep(Duration::from_millis(2));
             }
             std::thread::sleep(next_delay());
             if let Some(status) = child.try_wait().unwrap() {
