@@ -11,4 +11,5 @@ mod probe_baselines;
 mod probe_cli;
 mod probe_generator;
 mod probe_loader;
+mod run_probe;
 mod score_reports;
