@@ -2,7 +2,7 @@
 //! `runner score RUN_DIR...` and `runner merge RUN_DIR...` on finished journals.
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use runner::engine::candle::DeviceChoice;
 use runner::engine::Sampling;
@@ -10,6 +10,7 @@ use runner::journal::{self, Manifest, Recovered};
 use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
 use runner::run::creg::{CregWorkload, SUITE_NAME};
 use runner::run::model::{self, ModelOptions};
+use runner::run::probe::{ProbePlan, ProbeSet, ProbeWorkload};
 use runner::run::{execute, folder, Observer, Running, Workload};
 use runner::suite::creg::{frozen, load};
 use serde_json::{json, Value};
@@ -21,8 +22,19 @@ use std::time::{Duration, Instant};
 /// The protocol's budget of new tokens per sample.
 pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
 
+/// What a run asks: the CREG suite or the Probe diagnostic.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    Creg,
+    Probe,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
+    /// creg (the evaluation-v1.0 suite) or probe (the Probe diagnostic: the generated
+    /// probe.json and probe_pit.json, or the file --suite-file names).
+    #[arg(long, value_enum, default_value = "creg")]
+    pub suite: Suite,
     /// A panel model (see `runner models`), a baseline (oracle, confidence-only,
     /// no-relations, no-epochs, latest-wins, uniform) or a model folder.
     #[arg(long)]
@@ -41,7 +53,7 @@ pub struct RunArgs {
     /// Run slice I of N (0-based), by request id.
     #[arg(long)]
     pub shard: Option<Shard>,
-    /// Keep the first N scenarios of every regime.
+    /// Keep the first N scenarios of every regime (Probe: the first N items of every domain).
     #[arg(long)]
     pub limit: Option<usize>,
     #[arg(long, default_value = "outputs")]
@@ -52,7 +64,8 @@ pub struct RunArgs {
     /// Start a new run beside an existing one instead of resuming it.
     #[arg(long)]
     pub fresh: bool,
-    /// A CREG suite file (JSONL) instead of the frozen suite, e.g. the original data.
+    /// A CREG suite file (JSONL) instead of the frozen suite, e.g. the original data;
+    /// with --suite probe, a probe.json or probe_pit.json instead of the generated pair.
     #[arg(long)]
     pub suite_file: Option<PathBuf>,
     /// New tokens per sample; the protocol's 512 unless a smoke run asks for fewer.
@@ -102,6 +115,34 @@ fn workload(args: &RunArgs) -> Result<CregWorkload> {
         suite,
         sha,
         spec,
+        args.max_new_tokens,
+        Sampling::PROTOCOL,
+    )?)
+}
+
+/// The Probe workload of `runner --suite probe`.
+fn probe_workload(args: &RunArgs) -> Result<ProbeWorkload> {
+    if args.max_new_tokens == 0 {
+        bail!("--max-new-tokens must be at least 1");
+    }
+    if args.seeds.is_empty() {
+        bail!("--seeds needs at least one seed");
+    }
+    if args.condition != ["principal"] || args.tasks != ["all"] {
+        bail!("--condition and --tasks apply to the CREG suite; a Probe run asks every question of its items");
+    }
+    let set = match &args.suite_file {
+        Some(p) => ProbeSet::from_file(p)?,
+        None => ProbeSet::generated(),
+    };
+    let plan = ProbePlan {
+        seeds: args.seeds.clone(),
+        limit_per_domain: args.limit,
+        shard: args.shard,
+    };
+    Ok(ProbeWorkload::new(
+        set,
+        plan,
         args.max_new_tokens,
         Sampling::PROTOCOL,
     )?)
@@ -202,12 +243,15 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let Some(model_name) = args.model.clone() else {
         bail!("--model is required: a panel model (see `runner models`), a baseline such as oracle, or a model folder; `runner smoke` runs a CPU smoke test");
     };
-    let workload = workload(&args)?;
+    let workload: Box<dyn Workload> = match args.suite {
+        Suite::Creg => Box::new(workload(&args)?),
+        Suite::Probe => Box::new(probe_workload(&args)?),
+    };
     let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let panel = super::engine::panel(args.panel.as_deref())?;
     let loaded = model::load(
         &model_name,
-        &workload,
+        workload.as_ref(),
         &ModelOptions {
             device,
             max_batch: args.max_batch,
@@ -223,7 +267,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         None => workload.name().to_string(),
     });
     let dir = folder::run_dir(&args.out, &loaded.label, &run_name, args.fresh);
-    let manifest = manifest(&workload, &loaded.identity, &loaded.context);
+    let manifest = manifest(workload.as_ref(), &loaded.identity, &loaded.context);
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
     if !args.quiet {
@@ -241,7 +285,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     }
     let outcome = execute(
         backend.as_mut(),
-        &workload,
+        workload.as_ref(),
         &manifest,
         &dir,
         &loaded.label,
@@ -296,7 +340,8 @@ pub struct ScoreArgs {
     /// Where the combined report of several runs goes (default outputs/combined).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The CREG suite file the runs used, when it is not the frozen suite.
+    /// The suite file the runs used, when it is not the frozen CREG suite or the
+    /// generated Probe set.
     #[arg(long)]
     suite_file: Option<PathBuf>,
     /// Time parsing+scoring and aggregation of 55,200 belief samples instead.
@@ -304,8 +349,9 @@ pub struct ScoreArgs {
     bench: bool,
 }
 
-/// The CREG workload a journaled run was planned with, rebuilt from its manifest.
-fn workload_of(dir: &Path, suite_file: Option<&Path>) -> Result<(CregWorkload, Manifest)> {
+/// The workload a journaled run was planned with, rebuilt from its manifest: CREG or
+/// Probe, by the identity's `/suite/name`.
+fn workload_of(dir: &Path, suite_file: Option<&Path>) -> Result<(Box<dyn Workload>, Manifest)> {
     let m = journal::read_manifest(dir)?.with_context(|| {
         format!(
             "{} has no {}: not a run folder",
@@ -316,11 +362,15 @@ fn workload_of(dir: &Path, suite_file: Option<&Path>) -> Result<(CregWorkload, M
     let id = &m.identity;
     let name = id.pointer("/suite/name").and_then(Value::as_str);
     if name != Some(SUITE_NAME) {
-        bail!(
-            "{}: suite {:?} is not {SUITE_NAME}",
-            dir.join(journal::MANIFEST_FILE).display(),
-            name
-        );
+        // Any other suite is a Probe set (`probe`, `probe-v0`, ...), which its identity confirms.
+        let w = ProbeWorkload::from_identity(id, suite_file).with_context(|| {
+            format!(
+                "{}: suite {:?} is not {SUITE_NAME}",
+                dir.join(journal::MANIFEST_FILE).display(),
+                name
+            )
+        })?;
+        return Ok((Box::new(w), m));
     }
     let (suite, sha) = creg_suite(suite_file)?;
     let want = id.pointer("/suite/sha256").and_then(Value::as_str);
@@ -358,7 +408,7 @@ fn workload_of(dir: &Path, suite_file: Option<&Path>) -> Result<(CregWorkload, M
         shard: None,
     };
     let workload = CregWorkload::new(suite, sha, spec, 1, Sampling::PROTOCOL)?;
-    Ok((workload, m))
+    Ok((Box::new(workload), m))
 }
 
 fn label_of(m: &Manifest, dir: &Path) -> String {
@@ -379,11 +429,21 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
     }
     let mut runs = Vec::new();
     let mut workload = None;
+    let mut family = None;
     for dir in &args.dirs {
         let (w, m) = workload_of(dir, args.suite_file.as_deref())?;
+        // CREG and Probe runs do not mix (each run's suite is checked against the same file).
+        let this = m.identity.pointer("/suite/family").cloned();
+        if family.get_or_insert_with(|| this.clone()) != &this {
+            bail!(
+                "{}: a {} run cannot be scored together with the runs before it",
+                dir.display(),
+                w.name()
+            );
+        }
         let rec = journal::read_records(&dir.join(journal::JOURNAL_FILE), false)?;
         let label = label_of(&m, dir);
-        let title = format!("{SUITE_NAME}: {label}");
+        let title = format!("{}: {label}", w.name());
         let runs_one = [(label.clone(), rec.records)];
         let summary = w.report(&runs_one, dir, &title)?;
         if args.dirs.len() == 1 {
@@ -403,7 +463,7 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
         let out = args
             .out
             .unwrap_or_else(|| PathBuf::from("outputs").join("combined"));
-        let summary = w.report(&runs, &out, &format!("{SUITE_NAME}: combined runs"))?;
+        let summary = w.report(&runs, &out, &format!("{}: combined runs", w.name()))?;
         print!("{summary}");
         eprintln!("combined reports in {}", out.display());
     }

@@ -51,6 +51,7 @@ pub fn smoke(args: SmokeArgs) -> Result<ExitCode> {
     let mut checks = Vec::new();
     for model in [model_dir.display().to_string(), "oracle".to_string()] {
         let run_args = super::run::RunArgs {
+            suite: super::run::Suite::Creg,
             model: Some(model.clone()),
             condition: vec!["principal".into()],
             tasks: vec!["all".into()],

@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod candle;
+pub mod probe_baseline;
 
 use serde::{Deserialize, Serialize};
 

@@ -10,6 +10,7 @@
 pub mod creg;
 pub mod folder;
 pub mod model;
+pub mod probe;
 
 use crate::engine::{Backend, EngineError, Request, Sample};
 use crate::id::RequestId;
@@ -26,6 +27,8 @@ pub enum RunError {
     Journal(#[from] JournalError),
     #[error("{0}")]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    ProbeFile(#[from] crate::suite::probe::loader::LoadError),
     #[error("{path}: cannot write reports: {source}")]
     Report {
         path: PathBuf,

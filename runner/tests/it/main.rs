@@ -12,4 +12,5 @@ mod probe_cli;
 mod probe_generator;
 mod probe_loader;
 mod run_creg;
+mod run_probe;
 mod score_reports;

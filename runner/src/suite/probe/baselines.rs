@@ -9,6 +9,7 @@
 //!   no new value. So it answers the last stated value: right on hop-1 replacements,
 //!   stale on every derived and multi-hop item.
 
+use super::prompts::{Phase, Question};
 use super::records::{Axis, PitItem, ProbeItem};
 use super::scoring::{Answer, PitResponse, ProbeResponse};
 use std::fmt;
@@ -61,6 +62,27 @@ impl System {
                         .collect(),
                 }
             }
+        }
+    }
+}
+
+impl System {
+    /// The answer to one question of a Probe set (`core` and `pit` are its items);
+    /// `None` when the question points past the items or queries.
+    pub fn answer(self, core: &[ProbeItem], pit: &[PitItem], question: Question) -> Option<Answer> {
+        match question {
+            Question::Core { item, phase } => {
+                let r = self.answer_probe(core.get(item)?);
+                Some(match phase {
+                    Phase::Pre => r.pre,
+                    Phase::Post => r.post,
+                })
+            }
+            Question::Pit { item, query } => self
+                .answer_pit(pit.get(item)?)
+                .answers
+                .into_iter()
+                .nth(query),
         }
     }
 }

@@ -26,6 +26,23 @@ pub enum Phase {
     Post,
 }
 
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pre => "pre",
+            Phase::Post => "post",
+        }
+    }
+}
+
+/// One scored question of a Probe set, by position: a core item's question before
+/// (`Pre`) or after (`Post`) the final turn, or query `query` of a PIT item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    Core { item: usize, phase: Phase },
+    Pit { item: usize, query: usize },
+}
+
 /// One prompt, with what identifies it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProbePrompt {

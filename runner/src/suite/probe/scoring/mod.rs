@@ -3,6 +3,7 @@
 //! pure: no I/O, and no model text can make it panic.
 
 pub mod compare;
+pub mod files;
 pub mod matching;
 pub mod normalize;
 pub mod outcome;
@@ -11,6 +12,7 @@ pub mod report;
 pub mod responses;
 
 pub use compare::{compare_probe, Comparison};
+pub use files::{RunReport, SystemReport};
 pub use matching::{Answer, ABSTENTION_VERSION, ALIAS_VERSION};
 pub use outcome::{score_pit_query, score_probe_item, ItemScore, Outcome, ProbeResponse};
 pub use pit_report::{score_pit, PitReport, PitResponse};

@@ -1,0 +1,856 @@
+//! The Probe diagnostic as a run's workload: every scored question of a Probe set (the
+//! project's generated `probe.json` and `probe_pit.json`, or one file a user names) as
+//! a chat request built by the Probe prompt code; each journaled sample scored by the
+//! Probe scorer (normalised match with aliases, abstention credit, stale answers);
+//! reports by the Probe report code.
+//!
+//! * Requests: a core item is asked its question before the final turn (`pre`) and
+//!   after it (`post`); a PIT item is asked once per query. Request ids are the
+//!   SHA-256 of `probe-request-v1`, the file's hash, the condition, the item id and the
+//!   phase or query label.
+//! * Journal fields: `scenario` = item id; `condition` = `conversation` (core items)
+//!   or `point-in-time` (PIT queries); `task` = `pre`/`post` or the query label;
+//!   `step` = the sessions shown (core) or the query's index in the item (PIT).
+//! * `--limit N` keeps the first N items of every domain, in file order (core and PIT
+//!   alike); `--shard I/N` slices by request id as for CREG.
+//! * A sample is `correct` when its outcome is correct (the gold named and no other
+//!   candidate, or an abstention where the gold is `unknown`). The Probe contract is
+//!   free text, so its only unusable answer is an empty one (outcome `empty`, no words
+//!   at all): that is the contract failure, counted wrong, never dropped.
+//! * The run asks only the question: no invalidation list and no update/correction
+//!   label, so the reports leave invalidation recall and axis accuracy empty.
+
+use super::folder::component;
+use super::{Job, RunError, Scoring, Workload};
+use crate::digest::sha256_hex;
+use crate::engine::probe_baseline::ProbeBaselineBackend;
+use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
+use crate::id::RequestId;
+use crate::journal::SampleRecord;
+use crate::plan::Shard;
+use crate::suite::probe::baselines::System;
+use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
+use crate::suite::probe::loader::{parse_any, LoadError, ProbeFile};
+use crate::suite::probe::prompts::{pit_prompts, probe_prompts, Phase, Question, PROMPT_VERSION};
+use crate::suite::probe::records::{Domain, PitItem, ProbeItem};
+use crate::suite::probe::scoring::{
+    compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, Outcome,
+    PitResponse, ProbeResponse, RunReport, SystemReport,
+};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// `/suite/family` of a Probe run's manifest identity.
+pub const FAMILY: &str = "probe";
+/// The name of the project's generated set (run folders, report titles).
+pub const GENERATED_NAME: &str = "probe";
+/// Journal `condition` of core-item questions.
+pub const CONVERSATION: &str = "conversation";
+/// Journal `condition` of point-in-time queries.
+pub const POINT_IN_TIME: &str = "point-in-time";
+/// Version of the request-id string below.
+const REQUEST_ID_VERSION: &str = "probe-request-v1";
+
+/// The items of one file, with the hash of its bytes (request ids are keyed on it) and
+/// the name error messages use for it.
+#[derive(Clone, Debug)]
+pub struct Part<T> {
+    pub file: String,
+    pub sha256: String,
+    pub items: Vec<T>,
+}
+
+/// What a Probe run asks: core items, PIT items, or both.
+#[derive(Clone, Debug)]
+pub struct ProbeSet {
+    /// Run folder and report title, e.g. `probe` (generated) or `probe-v0`.
+    pub name: String,
+    /// The project's own generated files rather than a user's.
+    pub generated: bool,
+    pub core: Option<Part<ProbeItem>>,
+    pub pit: Option<Part<PitItem>>,
+}
+
+impl ProbeSet {
+    /// The project's generated `probe.json` and `probe_pit.json`, hashed as
+    /// `runner probe generate` writes them.
+    pub fn generated() -> ProbeSet {
+        let core = generate_probe();
+        let pit = generate_pit();
+        ProbeSet {
+            name: GENERATED_NAME.to_string(),
+            generated: true,
+            core: Some(Part {
+                file: "probe.json (generated)".into(),
+                sha256: sha256_hex(to_json(&core).as_bytes()),
+                items: core,
+            }),
+            pit: Some(Part {
+                file: "probe_pit.json (generated)".into(),
+                sha256: sha256_hex(to_json(&pit).as_bytes()),
+                items: pit,
+            }),
+        }
+    }
+
+    /// A user's `probe.json` or `probe_pit.json` (told apart by its ids), read from
+    /// `path`, never copied.
+    pub fn from_file(path: &Path) -> Result<ProbeSet, RunError> {
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Ok(ProbeSet::from_bytes(&bytes, &file, &name_for(path))?)
+    }
+
+    pub fn from_bytes(bytes: &[u8], file: &str, name: &str) -> Result<ProbeSet, LoadError> {
+        let sha256 = sha256_hex(bytes);
+        let file = file.to_string();
+        let (core, pit) = match parse_any(bytes, &file)? {
+            ProbeFile::Probe(items) => (
+                Some(Part {
+                    file,
+                    sha256,
+                    items,
+                }),
+                None,
+            ),
+            ProbeFile::Pit(items) => (
+                None,
+                Some(Part {
+                    file,
+                    sha256,
+                    items,
+                }),
+            ),
+        };
+        Ok(ProbeSet {
+            name: name.to_string(),
+            generated: false,
+            core,
+            pit,
+        })
+    }
+
+    fn core_items(&self) -> &[ProbeItem] {
+        self.core.as_ref().map_or(&[], |p| &p.items)
+    }
+
+    fn pit_items(&self) -> &[PitItem] {
+        self.pit.as_ref().map_or(&[], |p| &p.items)
+    }
+
+    fn files(&self) -> String {
+        let names: Vec<&str> = self
+            .core
+            .as_ref()
+            .map(|p| p.file.as_str())
+            .into_iter()
+            .chain(self.pit.as_ref().map(|p| p.file.as_str()))
+            .collect();
+        names.join(" and ")
+    }
+}
+
+/// A user file's set name: `probe_v0.json` -> `probe-v0`, `probe_pit.json` ->
+/// `probe-pit`, `mine.json` -> `probe-mine`; a file called `probe.json` gives
+/// `probe-file`, because plain `probe` is the generated set.
+pub fn name_for(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let separators = ['_', '-', '.', ' '];
+    let rest = match stem.strip_prefix("probe") {
+        Some(r) if r.is_empty() || r.starts_with(separators) => r.trim_start_matches(separators),
+        _ => stem.as_str(),
+    };
+    if rest.is_empty() {
+        return "probe-file".to_string();
+    }
+    format!("probe-{}", component(&rest.replace('_', "-")))
+}
+
+/// Which questions of the set a run asks, and with which seeds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbePlan {
+    pub seeds: Vec<u64>,
+    /// Keep the first N items of every domain (core and PIT alike), in file order.
+    pub limit_per_domain: Option<usize>,
+    pub shard: Option<Shard>,
+}
+
+pub struct ProbeWorkload {
+    set: ProbeSet,
+    plan: ProbePlan,
+    max_new_tokens: usize,
+    sampling: Sampling,
+    jobs: Vec<Job>,
+    /// The question of each job, parallel to `jobs`.
+    questions: Vec<Question>,
+    core_by_id: HashMap<String, usize>,
+    pit_by_id: HashMap<String, usize>,
+}
+
+/// The request id of one question: the hash of what defines it.
+pub fn request_id(file_sha256: &str, condition: &str, item: &str, ask: &str) -> RequestId {
+    RequestId::new(sha256_hex(
+        format!("{REQUEST_ID_VERSION}\n{file_sha256}\n{condition}\n{item}\n{ask}").as_bytes(),
+    ))
+}
+
+/// Item ids by position; a repeated id is an error naming the file and field.
+fn index<T>(
+    part: Option<&Part<T>>,
+    id: impl Fn(&T) -> &str,
+    field: &str,
+) -> Result<HashMap<String, usize>, RunError> {
+    let mut out = HashMap::new();
+    let Some(part) = part else { return Ok(out) };
+    for (i, item) in part.items.iter().enumerate() {
+        if out.insert(id(item).to_string(), i).is_some() {
+            return Err(RunError::Setup(format!(
+                "{}: item {}, field `{field}`: the id appears more than once",
+                part.file,
+                id(item)
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Positions of the first `limit` items of every domain, in file order.
+fn first_per_domain<T>(
+    items: &[T],
+    domain: impl Fn(&T) -> Domain,
+    limit: Option<usize>,
+) -> Vec<usize> {
+    let mut taken: BTreeMap<Domain, usize> = BTreeMap::new();
+    (0..items.len())
+        .filter(|&i| {
+            let n = taken.entry(domain(&items[i])).or_default();
+            *n += 1;
+            limit.is_none_or(|l| *n <= l)
+        })
+        .collect()
+}
+
+impl ProbeWorkload {
+    pub fn new(
+        set: ProbeSet,
+        plan: ProbePlan,
+        max_new_tokens: usize,
+        sampling: Sampling,
+    ) -> Result<ProbeWorkload, RunError> {
+        if set.core_items().is_empty() && set.pit_items().is_empty() {
+            return Err(RunError::Setup(format!(
+                "{}: the Probe file holds no items",
+                set.files()
+            )));
+        }
+        let core_by_id = index(set.core.as_ref(), |i| i.probe_id.as_str(), "probe_id")?;
+        let pit_by_id = index(set.pit.as_ref(), |i| i.pit_id.as_str(), "pit_id")?;
+        if let Some(part) = &set.pit {
+            for item in &part.items {
+                for (j, q) in item.queries.iter().enumerate() {
+                    if item.queries[..j].iter().any(|p| p.label == q.label) {
+                        return Err(RunError::Setup(format!(
+                            "{}: item {}, field `queries[{j}].label`: label {:?} appears more than once in the item",
+                            part.file, item.pit_id, q.label.as_str()
+                        )));
+                    }
+                }
+            }
+        }
+
+        let mut jobs = Vec::new();
+        let mut questions = Vec::new();
+        let mut push =
+            |sha: &str, condition: &str, item: &str, task: &str, step: usize, text: String| {
+                let id = request_id(sha, condition, item, task);
+                if plan.shard.is_some_and(|s| !s.contains(id.as_str())) {
+                    return false;
+                }
+                jobs.push(Job {
+                    prompt_sha256: sha256_hex(text.as_bytes()),
+                    scenario: item.to_string(),
+                    condition: condition.to_string(),
+                    task: task.to_string(),
+                    step,
+                    request: Request {
+                        id,
+                        // The prompt carries every instruction; the system turn is left to
+                        // the model's own template default, as for CREG.
+                        prompt: Prompt::Chat(vec![Message {
+                            role: Role::User,
+                            content: text,
+                        }]),
+                        seeds: plan.seeds.clone(),
+                        max_new_tokens,
+                        sampling,
+                    },
+                });
+                true
+            };
+        if let Some(part) = &set.core {
+            for i in first_per_domain(&part.items, |x| x.domain, plan.limit_per_domain) {
+                let item = &part.items[i];
+                let n = item.sessions.len();
+                let [pre, post] = probe_prompts(item);
+                for (phase, prompt, shown) in [
+                    (Phase::Pre, pre, n.saturating_sub(1)),
+                    (Phase::Post, post, n),
+                ] {
+                    let id = item.probe_id.as_str();
+                    if push(
+                        &part.sha256,
+                        CONVERSATION,
+                        id,
+                        phase.as_str(),
+                        shown,
+                        prompt.text,
+                    ) {
+                        questions.push(Question::Core { item: i, phase });
+                    }
+                }
+            }
+        }
+        if let Some(part) = &set.pit {
+            for i in first_per_domain(&part.items, |x| x.domain, plan.limit_per_domain) {
+                let item = &part.items[i];
+                for (j, (q, prompt)) in item.queries.iter().zip(pit_prompts(item)).enumerate() {
+                    if push(
+                        &part.sha256,
+                        POINT_IN_TIME,
+                        item.pit_id.as_str(),
+                        q.label.as_str(),
+                        j,
+                        prompt.text,
+                    ) {
+                        questions.push(Question::Pit { item: i, query: j });
+                    }
+                }
+            }
+        }
+        Ok(ProbeWorkload {
+            set,
+            plan,
+            max_new_tokens,
+            sampling,
+            jobs,
+            questions,
+            core_by_id,
+            pit_by_id,
+        })
+    }
+
+    /// The workload a journaled run was planned with, rebuilt from its manifest
+    /// identity: the generated set, or `file` (whose hashes must be the run's).
+    pub fn from_identity(identity: &Value, file: Option<&Path>) -> Result<ProbeWorkload, RunError> {
+        let text = |p: &str| identity.pointer(p).and_then(Value::as_str);
+        if text("/suite/family") != Some(FAMILY) {
+            return Err(RunError::Setup(format!(
+                "nor is it a Probe set (its /suite/family is not {FAMILY:?})"
+            )));
+        }
+        let generated = identity
+            .pointer("/suite/generated")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let mut set = match file {
+            Some(p) => ProbeSet::from_file(p)?,
+            None if generated => ProbeSet::generated(),
+            None => {
+                return Err(RunError::Setup(format!(
+                    "the run used the Probe file of set {:?}, not the generated one; pass --suite-file with that file",
+                    text("/suite/name").unwrap_or("?")
+                )))
+            }
+        };
+        let mut differences = Vec::new();
+        for (key, have) in [
+            ("probe", set.core.as_ref().map(|p| p.sha256.as_str())),
+            ("pit", set.pit.as_ref().map(|p| p.sha256.as_str())),
+        ] {
+            let want = text(&format!("/suite/{key}/sha256"));
+            if want != have {
+                differences.push(format!(
+                    "{key} sha256: the run used {}, {} has {}",
+                    want.unwrap_or("none"),
+                    file.map_or("the generated set".to_string(), |p| p.display().to_string()),
+                    have.unwrap_or("none")
+                ));
+            }
+        }
+        if !differences.is_empty() {
+            return Err(RunError::Setup(format!(
+                "{}; pass --suite-file with the run's Probe file",
+                differences.join("; ")
+            )));
+        }
+        if let Some(name) = text("/suite/name") {
+            set.name = name.to_string();
+        }
+        let plan = ProbePlan {
+            seeds: identity
+                .pointer("/plan/seeds")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default(),
+            limit_per_domain: identity
+                .pointer("/plan/limit_per_domain")
+                .and_then(Value::as_u64)
+                .map(|n| n as usize),
+            shard: None,
+        };
+        ProbeWorkload::new(set, plan, 1, Sampling::PROTOCOL)
+    }
+
+    pub fn set(&self) -> &ProbeSet {
+        &self.set
+    }
+
+    /// The question a journaled sample answers.
+    fn locate(&self, r: &SampleRecord) -> Result<Question, String> {
+        let find = |by_id: &HashMap<String, usize>| {
+            by_id.get(&r.scenario).copied().ok_or_else(|| {
+                format!(
+                    "item {:?} ({}) is not in {}",
+                    r.scenario,
+                    r.condition,
+                    self.set.files()
+                )
+            })
+        };
+        match r.condition.as_str() {
+            CONVERSATION => {
+                let item = find(&self.core_by_id)?;
+                let phase = match r.task.as_str() {
+                    "pre" => Phase::Pre,
+                    "post" => Phase::Post,
+                    t => return Err(format!("task {t:?} of a core item is not pre or post")),
+                };
+                Ok(Question::Core { item, phase })
+            }
+            POINT_IN_TIME => {
+                let item = find(&self.pit_by_id)?;
+                let pit = &self.set.pit_items()[item];
+                match pit.queries.get(r.step) {
+                    Some(q) if q.label.as_str() == r.task => Ok(Question::Pit {
+                        item,
+                        query: r.step,
+                    }),
+                    _ => Err(format!(
+                        "item {} has no query {:?} at position {}",
+                        r.scenario, r.task, r.step
+                    )),
+                }
+            }
+            other => Err(format!(
+                "condition {other:?} is not a Probe condition ({CONVERSATION}, {POINT_IN_TIME})"
+            )),
+        }
+    }
+
+    /// Scores one answer text (pure).
+    fn judge(&self, q: Question, text: &str) -> (Outcome, Value) {
+        let answer = Answer::text(text);
+        match q {
+            Question::Core { item, phase } => {
+                let item = &self.set.core_items()[item];
+                let mut response = ProbeResponse::default();
+                match phase {
+                    Phase::Pre => response.pre = answer,
+                    Phase::Post => response.post = answer,
+                }
+                let s = score_probe_item(item, &response);
+                let (outcome, em) = match phase {
+                    Phase::Pre => (s.pre, s.pre_em),
+                    Phase::Post => (s.post, s.post_em),
+                };
+                (
+                    outcome,
+                    json!({
+                        "outcome": outcome.as_str(),
+                        "correct": outcome.is_correct(),
+                        "exact_match": em,
+                    }),
+                )
+            }
+            Question::Pit { item, query } => {
+                let item = &self.set.pit_items()[item];
+                let s = score_pit_query(item, &item.queries[query], &answer);
+                (
+                    s.outcome,
+                    json!({
+                        "outcome": s.outcome.as_str(),
+                        "correct": s.outcome.is_correct(),
+                        "retracted_leak": s.retracted_leak,
+                        "current_leak": s.current_leak,
+                    }),
+                )
+            }
+        }
+    }
+
+    /// One system's journaled samples as responses per (item, seed): core responses,
+    /// PIT responses, and the count of questions left unanswered in started items.
+    fn responses(&self, records: &[SampleRecord]) -> Result<Responses, String> {
+        let mut core: BTreeMap<(usize, u64), [Option<Answer>; 2]> = BTreeMap::new();
+        let mut pit: BTreeMap<(usize, u64), Vec<Option<Answer>>> = BTreeMap::new();
+        for r in records {
+            let q = self
+                .locate(r)
+                .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
+            let answer = Some(Answer::text(&r.text));
+            match q {
+                Question::Core { item, phase } => {
+                    let slot = core.entry((item, r.seed)).or_default();
+                    slot[usize::from(phase == Phase::Post)] = answer;
+                }
+                Question::Pit { item, query } => {
+                    let n = self.set.pit_items()[item].queries.len();
+                    pit.entry((item, r.seed)).or_insert_with(|| vec![None; n])[query] = answer;
+                }
+            }
+        }
+        let mut unanswered = 0;
+        let core = core
+            .into_iter()
+            .map(|((item, _), [pre, post])| {
+                unanswered += usize::from(pre.is_none()) + usize::from(post.is_none());
+                let response = ProbeResponse {
+                    pre: pre.unwrap_or_default(),
+                    post: post.unwrap_or_default(),
+                    invalidated: None,
+                    axis_pred: None,
+                };
+                (item, response)
+            })
+            .collect();
+        let pit = pit
+            .into_iter()
+            .map(|((item, _), answers)| {
+                unanswered += answers.iter().filter(|a| a.is_none()).count();
+                let answers = answers.into_iter().map(Option::unwrap_or_default).collect();
+                (item, PitResponse { answers })
+            })
+            .collect();
+        Ok(Responses {
+            core,
+            pit,
+            unanswered,
+        })
+    }
+
+    /// The report of `runs` (label, records), as the report files hold it.
+    pub fn run_report(
+        &self,
+        runs: &[(String, Vec<SampleRecord>)],
+        title: &str,
+    ) -> Result<RunReport, String> {
+        let core_items = self.set.core_items();
+        let pit_items = self.set.pit_items();
+        let mut all = Vec::new();
+        for (label, records) in runs {
+            all.push((label.as_str(), self.responses(records)?));
+        }
+        let mut systems = Vec::new();
+        for (label, r) in &all {
+            let core = pairs(core_items, &r.core);
+            let pit = pairs(pit_items, &r.pit);
+            systems.push(SystemReport {
+                system: label.to_string(),
+                probe: (!core.is_empty()).then(|| score_probe(label, &core)),
+                pit: (!pit.is_empty()).then(|| score_pit(label, &pit)),
+                unanswered: r.unanswered,
+            });
+        }
+        let mut comparisons = Vec::new();
+        if let Some(((first, r0), rest)) = all.split_first() {
+            let a = pairs(core_items, &r0.core);
+            for (label, r) in rest {
+                let b = pairs(core_items, &r.core);
+                if !a.is_empty() && !b.is_empty() {
+                    comparisons.push(compare_probe((first, &a), (label, &b)));
+                }
+            }
+        }
+        Ok(RunReport::new(title, systems, comparisons))
+    }
+}
+
+/// Responses with the items they answer (`items[i]` for index `i`).
+fn pairs<'a, T, R>(items: &'a [T], responses: &'a [(usize, R)]) -> Vec<(&'a T, &'a R)> {
+    responses.iter().map(|(i, r)| (&items[*i], r)).collect()
+}
+
+/// One system's samples paired per (item, seed); the index is the item's position.
+struct Responses {
+    core: Vec<(usize, ProbeResponse)>,
+    pit: Vec<(usize, PitResponse)>,
+    unanswered: usize,
+}
+
+impl Workload for ProbeWorkload {
+    fn name(&self) -> &str {
+        &self.set.name
+    }
+
+    fn identity(&self) -> Value {
+        let part = |sha: &str, items: usize| json!({"sha256": sha, "items": items});
+        json!({
+            "suite": {
+                "name": self.set.name,
+                "family": FAMILY,
+                "generated": self.set.generated,
+                "probe": self.set.core.as_ref().map(|p| part(&p.sha256, p.items.len())),
+                "pit": self.set.pit.as_ref().map(|p| part(&p.sha256, p.items.len())),
+            },
+            "prompts": {"version": PROMPT_VERSION},
+            "plan": {
+                "seeds": self.plan.seeds,
+                "limit_per_domain": self.plan.limit_per_domain,
+            },
+            "shard": self.plan.shard.map(|s| s.to_string()),
+            "decoding": {"sampling": self.sampling, "max_new_tokens": self.max_new_tokens},
+        })
+    }
+
+    fn jobs(&self) -> &[Job] {
+        &self.jobs
+    }
+
+    fn headline(&self) -> &str {
+        "Probe acc"
+    }
+
+    fn score(&self, r: &SampleRecord) -> Result<Scoring, String> {
+        let q = self.locate(r)?;
+        let (outcome, scores) = self.judge(q, &r.text);
+        Ok(Scoring {
+            scores,
+            correct: Some(outcome.is_correct()),
+            contract_failure: outcome == Outcome::Empty,
+        })
+    }
+
+    fn report(
+        &self,
+        runs: &[(String, Vec<SampleRecord>)],
+        dir: &Path,
+        title: &str,
+    ) -> Result<String, RunError> {
+        let report = self
+            .run_report(runs, title)
+            .map_err(|message| RunError::Score {
+                path: dir.to_path_buf(),
+                message,
+            })?;
+        write_reports(dir, &report).map_err(|source| RunError::Report {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(report.summary())
+    }
+
+    fn baselines(&self) -> Vec<&'static str> {
+        System::ALL.iter().map(|s| s.name()).collect()
+    }
+
+    fn baseline(&self, name: &str) -> Option<Box<dyn Backend>> {
+        let system: System = name.parse().ok()?;
+        let questions = self
+            .jobs
+            .iter()
+            .zip(&self.questions)
+            .map(|(j, q)| (j.request.id.clone(), *q));
+        Some(Box::new(ProbeBaselineBackend::new(
+            system,
+            self.set.core_items().to_vec(),
+            self.set.pit_items().to_vec(),
+            questions,
+        )))
+    }
+}
+
+/// `scores.json`, `summary.md` and `scores.csv` into `dir`, each written beside and
+/// renamed, so that a crash never leaves half a report.
+fn write_reports(dir: &Path, report: &RunReport) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    json.push('\n');
+    for (name, body) in [
+        ("scores.json", json),
+        ("summary.md", report.summary()),
+        ("scores.csv", report.csv()),
+    ] {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, body)?;
+        std::fs::rename(&tmp, dir.join(name))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PROTOCOL_SEEDS;
+
+    fn workload(limit: Option<usize>, shard: Option<Shard>) -> ProbeWorkload {
+        ProbeWorkload::new(
+            ProbeSet::generated(),
+            ProbePlan {
+                seeds: PROTOCOL_SEEDS.to_vec(),
+                limit_per_domain: limit,
+                shard,
+            },
+            64,
+            Sampling::PROTOCOL,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn every_question_is_one_job_with_a_content_id() {
+        let w = workload(None, None);
+        // 168 core items asked twice, 8 PIT items with 3 queries each.
+        assert_eq!(w.jobs().len(), 2 * 168 + 24);
+        let mut ids: Vec<&str> = w.jobs().iter().map(|j| j.request.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), w.jobs().len());
+        assert!(ids.iter().all(|i| i.len() == 64));
+        // The same set planned again gives the same ids and prompts.
+        let again = workload(None, None);
+        for (a, b) in w.jobs().iter().zip(again.jobs()) {
+            assert_eq!(
+                (&a.request.id, &a.prompt_sha256),
+                (&b.request.id, &b.prompt_sha256)
+            );
+        }
+        let pre = &w.jobs()[0];
+        assert_eq!(
+            (pre.condition.as_str(), pre.task.as_str()),
+            (CONVERSATION, "pre")
+        );
+        let pit = w.jobs().last().unwrap();
+        assert_eq!(
+            (pit.condition.as_str(), pit.task.as_str(), pit.step),
+            (POINT_IN_TIME, "after_second_fact", 2)
+        );
+    }
+
+    #[test]
+    fn limit_keeps_the_first_items_of_every_domain_and_shards_partition() {
+        let w = workload(Some(2), None);
+        // 3 core domains x 2 items x 2 questions + 2 PIT domains x 2 items x 3 queries.
+        assert_eq!(w.jobs().len(), 3 * 2 * 2 + 2 * 2 * 3);
+        let all = workload(None, None);
+        let mut union: Vec<String> = (0..3)
+            .flat_map(|i| {
+                workload(None, Some(Shard { index: i, count: 3 }))
+                    .jobs()
+                    .iter()
+                    .map(|j| j.request.id.to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        union.sort_unstable();
+        let mut want: Vec<String> = all
+            .jobs()
+            .iter()
+            .map(|j| j.request.id.to_string())
+            .collect();
+        want.sort_unstable();
+        assert_eq!(union, want);
+    }
+
+    #[test]
+    fn samples_score_by_outcome_and_unknown_records_are_named() {
+        let w = workload(None, None);
+        let item = w
+            .set()
+            .core_items()
+            .iter()
+            .find(|i| i.gold_post.is_unknown() && i.hop_depth.get() == 2)
+            .unwrap();
+        let job = w
+            .jobs()
+            .iter()
+            .find(|j| j.scenario == item.probe_id.as_str() && j.task == "post")
+            .unwrap();
+        let record = |text: &str| SampleRecord {
+            request_id: job.request.id.to_string(),
+            seed: 42,
+            scenario: job.scenario.clone(),
+            condition: job.condition.clone(),
+            task: job.task.clone(),
+            step: job.step,
+            prompt_sha256: job.prompt_sha256.clone(),
+            text: text.to_string(),
+            tokens: 0,
+            finish_reason: crate::score::contract::FinishReason::Stop,
+            prefill_ms: 0.0,
+            decode_ms: 0.0,
+            scores: Value::Null,
+        };
+        let stale = w.score(&record(item.gold_pre.as_str())).unwrap();
+        assert_eq!(stale.correct, Some(false));
+        assert_eq!(stale.scores["outcome"], "stale");
+        let abstain = w.score(&record("I don't know any more.")).unwrap();
+        assert_eq!(abstain.correct, Some(true));
+        let empty = w.score(&record("  ")).unwrap();
+        assert!(empty.contract_failure && empty.correct == Some(false));
+        let mut bad = record("x");
+        bad.scenario = "nope".into();
+        assert!(w.score(&bad).unwrap_err().contains("\"nope\""));
+        let mut bad = record("x");
+        bad.task = "middle".into();
+        assert!(w.score(&bad).is_err());
+    }
+
+    #[test]
+    fn user_files_are_named_after_their_stem() {
+        assert_eq!(name_for(Path::new("a/probe_v0.json")), "probe-v0");
+        assert_eq!(name_for(Path::new("probe_pit.json")), "probe-pit");
+        assert_eq!(name_for(Path::new("probe.json")), "probe-file");
+        assert_eq!(name_for(Path::new("Mine.json")), "probe-mine");
+        assert_eq!(name_for(Path::new("prober.json")), "probe-prober");
+    }
+
+    #[test]
+    fn repeated_ids_and_labels_are_refused_with_file_and_field() {
+        let mut items = generate_probe();
+        items[3].probe_id = items[0].probe_id.clone();
+        let set =
+            ProbeSet::from_bytes(to_json(&items).as_bytes(), "dup.json", "probe-dup").unwrap();
+        let plan = ProbePlan {
+            seeds: vec![1],
+            limit_per_domain: None,
+            shard: None,
+        };
+        let e = ProbeWorkload::new(set, plan.clone(), 8, Sampling::Greedy)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("dup.json: item "), "{e}");
+        assert!(e.contains("field `probe_id`"), "{e}");
+        let mut pit = generate_pit();
+        pit[1].queries[2].label = pit[1].queries[0].label.clone();
+        let set = ProbeSet::from_bytes(to_json(&pit).as_bytes(), "pit.json", "probe-pit").unwrap();
+        let e = ProbeWorkload::new(set, plan.clone(), 8, Sampling::Greedy)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("field `queries[2].label`"), "{e}");
+        let set = ProbeSet::from_bytes(b"[]", "empty.json", "probe-empty").unwrap();
+        let e = ProbeWorkload::new(set, plan, 8, Sampling::Greedy)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(e, "empty.json: the Probe file holds no items");
+    }
+}

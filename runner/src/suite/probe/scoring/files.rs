@@ -1,0 +1,225 @@
+//! The contents of a Probe run's report files (or of several runs scored together):
+//! `scores.json` (the serialised [`RunReport`]), `summary.md` and `scores.csv`, built
+//! from the core and PIT reports of each system and the paired comparisons between
+//! systems. Pure, like the rest of `scoring`: the run writes the files.
+
+use super::compare::Comparison;
+use super::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
+use super::pit_report::PitReport;
+use super::report::ProbeReport;
+use crate::score::bootstrap::Estimate;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One system's results: the core report where the run asked core items, the PIT
+/// report where it asked PIT queries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemReport {
+    pub system: String,
+    pub probe: Option<ProbeReport>,
+    pub pit: Option<PitReport>,
+    /// Questions of a started (item, seed) with no journaled answer, scored as empty
+    /// answers (an unfinished run, or shards not all merged).
+    pub unanswered: usize,
+}
+
+/// Everything the report files hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    pub title: String,
+    pub alias_version: &'static str,
+    pub abstention_version: &'static str,
+    pub systems: Vec<SystemReport>,
+    /// The first system against each other one, on the core items both answered.
+    pub comparisons: Vec<Comparison>,
+}
+
+impl RunReport {
+    pub fn new(title: &str, systems: Vec<SystemReport>, comparisons: Vec<Comparison>) -> Self {
+        RunReport {
+            title: title.to_string(),
+            alias_version: ALIAS_VERSION,
+            abstention_version: ABSTENTION_VERSION,
+            systems,
+            comparisons,
+        }
+    }
+
+    /// `summary.md`: per system the core and PIT tables, then the comparisons.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# {}\n", self.title);
+        for sys in &self.systems {
+            if sys.unanswered > 0 {
+                let _ = writeln!(
+                    s,
+                    "Note: {}: {} questions of started items have no journaled answer and are scored as empty answers.\n",
+                    sys.system, sys.unanswered
+                );
+            }
+            if let Some(p) = &sys.probe {
+                s.push_str(&p.to_markdown());
+                s.push('\n');
+            }
+            if let Some(p) = &sys.pit {
+                s.push_str(&p.to_markdown());
+                s.push('\n');
+            }
+        }
+        for c in &self.comparisons {
+            s.push_str(&c.to_markdown());
+            s.push('\n');
+        }
+        s
+    }
+
+    /// `scores.csv`: one row per figure, `system,set,table,cell,n,mean,lo,hi` (n and
+    /// the interval empty where a figure has none).
+    pub fn csv(&self) -> String {
+        let mut rows: Vec<[String; 8]> = Vec::new();
+        for sys in &self.systems {
+            let name = &sys.system;
+            let est = |set: &str, table: &str, cell: &str, e: &Estimate| -> [String; 8] {
+                [
+                    name.clone(),
+                    set.to_string(),
+                    table.to_string(),
+                    cell.to_string(),
+                    e.clusters.to_string(),
+                    e.mean.to_string(),
+                    e.lo.to_string(),
+                    e.hi.to_string(),
+                ]
+            };
+            let val = |set: &str, table: &str, cell: &str, v: f64| -> [String; 8] {
+                [
+                    name.clone(),
+                    set.to_string(),
+                    table.to_string(),
+                    cell.to_string(),
+                    String::new(),
+                    v.to_string(),
+                    String::new(),
+                    String::new(),
+                ]
+            };
+            if let Some(p) = &sys.probe {
+                let headline = [
+                    ("pre_acc", &p.pre_acc),
+                    ("post_acc", &p.post_acc),
+                    ("post_em", &p.post_em),
+                    ("post_acc_given_pre", &p.post_acc_given_pre),
+                    ("stale_rate", &p.stale_rate),
+                ];
+                for (cell, e) in headline {
+                    if let Some(e) = e {
+                        rows.push(est("probe", "metric", cell, e));
+                    }
+                }
+                let values = [
+                    ("post_acc_majority", p.post_acc_majority),
+                    ("abstention_recall", p.abstention.recall),
+                    ("abstention_precision", p.abstention.precision),
+                    ("abstention_f1", p.abstention.f1),
+                    ("axis_acc", p.axis_acc),
+                ];
+                for (cell, v) in values {
+                    if let Some(v) = v {
+                        rows.push(val("probe", "metric", cell, v));
+                    }
+                }
+                for (o, n) in &p.outcomes {
+                    rows.push(val("probe", "post_outcome", o.as_str(), *n as f64));
+                }
+                for (table, cells) in &p.by {
+                    for (cell, e) in cells {
+                        rows.push(est("probe", table, cell, e));
+                    }
+                }
+            }
+            if let Some(p) = &sys.pit {
+                for (cell, e) in &p.by_label {
+                    rows.push(est("pit", "label", cell, e));
+                }
+                for (cell, e) in &p.by_scenario_label {
+                    rows.push(est("pit", "scenario_label", cell, e));
+                }
+                let values = [
+                    ("retracted_leak", p.retracted_leak),
+                    ("current_state_leak", p.current_state_leak),
+                    ("item_all_correct", p.item_all_correct),
+                ];
+                for (cell, v) in values {
+                    if let Some(v) = v {
+                        rows.push(val("pit", "metric", cell, v));
+                    }
+                }
+            }
+        }
+        let mut out = String::from("system,set,table,cell,n,mean,lo,hi\n");
+        for row in rows {
+            let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A CSV field, quoted when it holds a separator, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::baselines::System;
+    use super::super::super::generator::{generate_pit, generate_probe};
+    use super::super::{score_pit, score_probe};
+    use super::*;
+
+    #[test]
+    fn files_hold_every_breakdown_cell_and_quote_awkward_names() {
+        let items = generate_probe();
+        let responses: Vec<_> = items
+            .iter()
+            .map(|i| System::Oracle.answer_probe(i))
+            .collect();
+        let pairs: Vec<_> = items.iter().zip(&responses).collect();
+        let pit = generate_pit();
+        let pit_responses: Vec<_> = pit.iter().map(|i| System::Oracle.answer_pit(i)).collect();
+        let pit_pairs: Vec<_> = pit.iter().zip(&pit_responses).collect();
+        let report = RunReport::new(
+            "t",
+            vec![SystemReport {
+                system: "a,\"b\"".into(),
+                probe: Some(score_probe("a", &pairs)),
+                pit: Some(score_pit("a", &pit_pairs)),
+                unanswered: 2,
+            }],
+            vec![],
+        );
+        let csv = report.csv();
+        let cells: usize = report.systems[0]
+            .probe
+            .as_ref()
+            .unwrap()
+            .by
+            .values()
+            .map(|t| t.len())
+            .sum();
+        assert!(csv.lines().count() > cells + 3);
+        assert!(csv
+            .lines()
+            .all(|l| l.starts_with("system,") || l.starts_with("\"a,\"\"b\"\"\",")));
+        assert!(csv.contains(",probe,hop_depth,4,48,1,1,1\n"), "{csv}");
+        let summary = report.summary();
+        assert!(summary.starts_with("# t\n"));
+        assert!(summary.contains("2 questions of started items"));
+        assert!(summary.contains("## Probe PIT"));
+    }
+}
