@@ -46,6 +46,38 @@ def run(model, prompts, new_tokens):
     return prefill_s, decode_s
 
 
+def median(xs):
+    """The median (the upper one of an even count), as `runner bench` reports it."""
+    return sorted(xs)[len(xs) // 2]
+
+
+def load(model_dir, attn):
+    return AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation=attn
+    ).eval()
+
+
+def measure(model, prompts, new_tokens, repeat=1):
+    """One batch size: median timings over `repeat` runs, as a `runner bench` record."""
+    runs = [run(model, prompts, new_tokens) for _ in range(max(1, repeat))]
+    prefill_s = median([r[0] for r in runs])
+    decode_s = median([r[1] for r in runs])
+    b, n = len(prompts), len(prompts[0])
+    return {
+        "engine": f"transformers {transformers.__version__} torch {torch.__version__} "
+        f"({model.config._attn_implementation}, {torch.get_num_threads()} threads)",
+        "batch": b,
+        "prompt_tokens": n,
+        "new_tokens": new_tokens,
+        "runs": len(runs),
+        "prefill_s": prefill_s,
+        "decode_s": decode_s,
+        "prefill_tok_per_s": b * n / prefill_s,
+        "decode_tok_per_s": b * (new_tokens - 1) / decode_s,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -53,32 +85,16 @@ def main():
     ap.add_argument("--batch", default="1,8,32")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--attn", default="sdpa", help="transformers attention implementation")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs per batch size; medians are reported"
+    )
     args = ap.parse_args()
     prompts = json.load(open(args.prompts))
-    model = AutoModelForCausalLM.from_pretrained(
-        args.model, dtype=torch.float32, attn_implementation=args.attn
-    ).eval()
+    model = load(args.model, args.attn)
     run(model, prompts[:1], 2)  # warm-up, untimed
     for b in (int(x) for x in args.batch.split(",")):
-        prefill_s, decode_s = run(model, prompts[:b], args.new_tokens)
-        n = len(prompts[0])
-        print(
-            json.dumps(
-                {
-                    "engine": f"transformers {transformers.__version__} torch {torch.__version__} "
-                    f"({args.attn}, {torch.get_num_threads()} threads)",
-                    "batch": b,
-                    "prompt_tokens": n,
-                    "new_tokens": args.new_tokens,
-                    "prefill_s": prefill_s,
-                    "decode_s": decode_s,
-                    "prefill_tok_per_s": b * n / prefill_s,
-                    "decode_tok_per_s": b * (args.new_tokens - 1) / decode_s,
-                    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                }
-            ),
-            flush=True,
-        )
+        record = measure(model, prompts[:b], args.new_tokens, args.repeat)
+        print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":

@@ -227,6 +227,16 @@ pub struct BenchArgs {
     /// Also write the prompts' token ids as JSON, for a side-by-side run elsewhere.
     #[arg(long)]
     save_prompts: Option<PathBuf>,
+    /// Runs per batch size; the medians are reported (a shared machine is noisy).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+}
+
+/// The median of some timings (the upper one of an even count).
+fn median(xs: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = xs.collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// Peak resident memory of this process so far, from the kernel's high-water mark.
@@ -287,7 +297,11 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     // One untimed pass warms allocators and thread pools.
     engine.bench_run(&prompts[..1], 2)?;
     for &b in &args.batch {
-        let t = engine.bench_run(&prompts[..b], args.new_tokens)?;
+        let runs = (0..args.repeat.max(1))
+            .map(|_| engine.bench_run(&prompts[..b], args.new_tokens))
+            .collect::<Result<Vec<_>, _>>()?;
+        let prefill_s = median(runs.iter().map(|t| t.prefill_s));
+        let decode_s = median(runs.iter().map(|t| t.decode_s));
         let decoded = (b * args.new_tokens.saturating_sub(1)) as f64;
         println!(
             "{}",
@@ -296,11 +310,12 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
                 "batch": b,
                 "prompt_tokens": args.prompt_tokens,
                 "new_tokens": args.new_tokens,
-                "prefill_s": t.prefill_s,
-                "decode_s": t.decode_s,
-                "prefill_tok_per_s": (b * args.prompt_tokens) as f64 / t.prefill_s,
-                "decode_tok_per_s": decoded / t.decode_s,
-                "kv_cache_mib": t.kv_bytes as f64 / (1024.0 * 1024.0),
+                "runs": runs.len(),
+                "prefill_s": prefill_s,
+                "decode_s": decode_s,
+                "prefill_tok_per_s": (b * args.prompt_tokens) as f64 / prefill_s,
+                "decode_tok_per_s": decoded / decode_s,
+                "kv_cache_mib": runs[0].kv_bytes as f64 / (1024.0 * 1024.0),
                 "peak_rss_mib": peak_rss_mib(),
             })
         );

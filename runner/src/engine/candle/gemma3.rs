@@ -8,7 +8,7 @@
 //! vision tensors are never read.
 
 use super::kv_cache::KvCache;
-use super::layers::{self, attention, mask_tensor, split_heads, GatedMlp, Rope};
+use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
 use super::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
@@ -126,15 +126,10 @@ impl Norm {
 }
 
 struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: QkvProjection,
     o: Linear,
     q_norm: Norm,
     k_norm: Norm,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
     scale: f64,
     sliding: bool,
 }
@@ -144,15 +139,10 @@ impl Attention {
         let d = c.head_dim;
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         Ok(Attention {
-            q: candle_nn::linear_no_bias(c.hidden_size, h * d, vb.pp("q_proj"))?,
-            k: candle_nn::linear_no_bias(c.hidden_size, kv * d, vb.pp("k_proj"))?,
-            v: candle_nn::linear_no_bias(c.hidden_size, kv * d, vb.pp("v_proj"))?,
+            qkv: QkvProjection::load(&vb, c.hidden_size, (h, kv, d), false)?,
             o: candle_nn::linear_no_bias(h * d, c.hidden_size, vb.pp("o_proj"))?,
             q_norm: Norm::load(vb.pp("q_norm"), d, c.rms_norm_eps)?,
             k_norm: Norm::load(vb.pp("k_norm"), d, c.rms_norm_eps)?,
-            heads: h,
-            kv_heads: kv,
-            head_dim: d,
             scale: 1.0 / c.query_pre_attn_scalar.sqrt(),
             sliding: c.is_sliding(layer),
         })
@@ -165,14 +155,9 @@ impl Attention {
         cache: &mut KvCache,
         layer: usize,
     ) -> Result<Tensor> {
-        let d = self.head_dim;
-        let q = self
-            .q_norm
-            .forward(&split_heads(&self.q.forward(x)?, self.heads, d)?)?;
-        let k = self
-            .k_norm
-            .forward(&split_heads(&self.k.forward(x)?, self.kv_heads, d)?)?;
-        let v = split_heads(&self.v.forward(x)?, self.kv_heads, d)?;
+        let (q, k, v) = self.qkv.forward(x)?;
+        let q = self.q_norm.forward(&q)?;
+        let k = self.k_norm.forward(&k)?;
         let (cos, sin, mask) = if self.sliding {
             (&step.local_cos, &step.local_sin, &step.local_mask)
         } else {
@@ -199,10 +184,10 @@ struct Block {
 struct Step {
     local_cos: Tensor,
     local_sin: Tensor,
-    local_mask: Tensor,
+    local_mask: Mask,
     global_cos: Tensor,
     global_sin: Tensor,
-    global_mask: Tensor,
+    global_mask: Mask,
 }
 
 pub struct Gemma3 {
@@ -242,12 +227,7 @@ impl Gemma3 {
                         c.rms_norm_eps,
                     )?,
                     pre_mlp_norm: Norm::load(b.pp("pre_feedforward_layernorm"), h, c.rms_norm_eps)?,
-                    mlp: GatedMlp::load(
-                        b.pp("mlp"),
-                        h,
-                        c.intermediate_size,
-                        candle_nn::Activation::GeluPytorchTanh,
-                    )?,
+                    mlp: GatedMlp::load(b.pp("mlp"), h, c.intermediate_size, GatedAct::GeluTanh)?,
                     post_mlp_norm: Norm::load(
                         b.pp("post_feedforward_layernorm"),
                         h,
@@ -296,10 +276,10 @@ impl CausalLm for Gemma3 {
         let step = Step {
             local_cos,
             local_sin,
-            local_mask: mask_tensor(&layout, Some(self.window), tokens.device())?,
+            local_mask: Mask::new(&layout, Some(self.window), tokens.device())?,
             global_cos,
             global_sin,
-            global_mask: mask_tensor(&layout, None, tokens.device())?,
+            global_mask: Mask::new(&layout, None, tokens.device())?,
         };
         // transformers multiplies by the scale as a tensor of the model dtype, so the
         // scale itself is rounded to that dtype first.

@@ -1,9 +1,13 @@
 //! Pieces the model files share: rotary tables per token position, the padded and
 //! grouped attention, and the gated MLP.
 
+use super::cpu_attention;
 use super::kv_cache::StepLayout;
+use super::vectorised;
+pub use super::vectorised::GatedAct;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::Linear;
+use rayon::prelude::*;
 
 /// Rotary embedding frequencies; the tables are computed in f32 for the positions of
 /// each step (per row, since rows sit at different positions).
@@ -50,9 +54,32 @@ pub fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     candle_nn::rotary_emb::rope(&x.contiguous()?, cos, sin)
 }
 
-/// The step's additive mask as (rows, 1, 1, new, past + new) f32, shaped to broadcast
-/// over grouped attention scores.
-pub fn mask_tensor(layout: &StepLayout, window: Option<usize>, device: &Device) -> Result<Tensor> {
+/// Which keys each query of one forward step sees: the step's layout and, for local
+/// layers, a sliding window. The dense additive mask is built only where the
+/// attention needs it (not on the CPU, whose fused kernel reads the layout).
+pub struct Mask {
+    layout: StepLayout,
+    window: Option<usize>,
+    dense: Option<Tensor>,
+}
+
+impl Mask {
+    pub fn new(layout: &StepLayout, window: Option<usize>, device: &Device) -> Result<Self> {
+        let dense = match device {
+            Device::Cpu => None,
+            _ => Some(dense_mask(layout, window, device)?),
+        };
+        Ok(Mask {
+            layout: layout.clone(),
+            window,
+            dense,
+        })
+    }
+}
+
+/// The additive mask as (rows, 1, 1, new, past + new) f32, shaped to broadcast over
+/// grouped attention scores.
+fn dense_mask(layout: &StepLayout, window: Option<usize>, device: &Device) -> Result<Tensor> {
     let total = layout.past + layout.new;
     Tensor::from_vec(
         layout.mask(window),
@@ -67,13 +94,24 @@ pub fn mask_tensor(layout: &StepLayout, window: Option<usize>, device: &Device) 
 /// to the kernel after each use, so every layer paid page faults on fresh memory.
 const SCORE_BUDGET: usize = 1 << 21;
 
-/// Scaled dot-product attention with grouped key/value heads and an additive mask.
+/// Scaled dot-product attention with grouped key/value heads.
 ///
-/// q: (rows, heads, new, d); k, v: (rows, kv_heads, slots, d); mask from
-/// [`mask_tensor`]. Keys and values may be views into larger cache buffers (strided
-/// in the slot dimension); the matmuls read them in place. Returns (rows, new, heads * d).
-pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
-    chunked_attention(q, k, v, mask, scale, SCORE_BUDGET)
+/// q: (rows, heads, new, d); k, v: (rows, kv_heads, slots, d). Keys and values may be
+/// views into larger cache buffers (strided in the slot dimension); they are read in
+/// place. Returns (rows, new, heads * d). f32 on the CPU takes the fused kernel; other
+/// devices and dtypes take candle ops with the dense mask.
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Mask, scale: f64) -> Result<Tensor> {
+    let f32_cpu = [q, k, v]
+        .iter()
+        .all(|t| t.device().is_cpu() && t.dtype() == DType::F32);
+    if f32_cpu {
+        return cpu_attention::attention(q, k, v, &mask.layout, mask.window, scale as f32);
+    }
+    let dense = match &mask.dense {
+        Some(m) => m.clone(),
+        None => dense_mask(&mask.layout, mask.window, q.device())?,
+    };
+    chunked_attention(q, k, v, &dense, scale, SCORE_BUDGET)
 }
 
 fn chunked_attention(
@@ -141,21 +179,77 @@ fn attention_block(
         .reshape((rows, new, heads * d))
 }
 
-/// (rows, new, heads * d) -> (rows, heads, new, d)
-pub fn split_heads(x: &Tensor, heads: usize, d: usize) -> Result<Tensor> {
-    let (rows, new, _) = x.dims3()?;
-    x.reshape((rows, new, heads, d))?
-        .transpose(1, 2)?
-        .contiguous()
+/// The query, key and value projections as one matrix product (their weights stacked
+/// at load): one pass over the input instead of three.
+#[derive(Debug, Clone)]
+pub struct QkvProjection {
+    qkv: Linear,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
 }
 
-/// down(act(gate(x)) * up(x))
+impl QkvProjection {
+    /// `vb` holds q_proj, k_proj and v_proj, with biases when `bias`.
+    pub fn load(
+        vb: &candle_nn::VarBuilder,
+        hidden: usize,
+        (heads, kv_heads, head_dim): (usize, usize, usize),
+        bias: bool,
+    ) -> Result<Self> {
+        let parts = [
+            ("q_proj", heads * head_dim),
+            ("k_proj", kv_heads * head_dim),
+            ("v_proj", kv_heads * head_dim),
+        ];
+        let weights = parts
+            .iter()
+            .map(|(name, out)| vb.pp(name).get((*out, hidden), "weight"))
+            .collect::<Result<Vec<_>>>()?;
+        let biases = if bias {
+            let b = parts
+                .iter()
+                .map(|(name, out)| vb.pp(name).get(*out, "bias"))
+                .collect::<Result<Vec<_>>>()?;
+            Some(Tensor::cat(&b, 0)?)
+        } else {
+            None
+        };
+        Ok(QkvProjection {
+            qkv: Linear::new(Tensor::cat(&weights, 0)?, biases),
+            heads,
+            kv_heads,
+            head_dim,
+        })
+    }
+
+    /// (rows, new, hidden) -> q (rows, heads, new, d), k and v (rows, kv_heads, new, d),
+    /// each contiguous.
+    pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let (rows, new, _) = x.dims3()?;
+        let all = self.heads + 2 * self.kv_heads;
+        let y = self
+            .qkv
+            .forward(x)?
+            .reshape((rows, new, all, self.head_dim))?
+            .transpose(1, 2)?;
+        let q = y.narrow(1, 0, self.heads)?.contiguous()?;
+        let k = y.narrow(1, self.heads, self.kv_heads)?.contiguous()?;
+        let v = y
+            .narrow(1, self.heads + self.kv_heads, self.kv_heads)?
+            .contiguous()?;
+        Ok((q, k, v))
+    }
+}
+
+/// down(act(gate(x)) * up(x)), with gate and up as one matrix product (their weights
+/// stacked at load) and, for f32 on the CPU, the activation and product in one pass.
 #[derive(Debug, Clone)]
 pub struct GatedMlp {
-    pub gate: Linear,
-    pub up: Linear,
-    pub down: Linear,
-    pub act: candle_nn::Activation,
+    gate_up: Linear,
+    down: Linear,
+    inner: usize,
+    act: GatedAct,
 }
 
 impl GatedMlp {
@@ -163,20 +257,58 @@ impl GatedMlp {
         vb: candle_nn::VarBuilder,
         hidden: usize,
         inner: usize,
-        act: candle_nn::Activation,
+        act: GatedAct,
     ) -> Result<Self> {
+        let gate = vb.pp("gate_proj").get((inner, hidden), "weight")?;
+        let up = vb.pp("up_proj").get((inner, hidden), "weight")?;
         Ok(GatedMlp {
-            gate: candle_nn::linear_no_bias(hidden, inner, vb.pp("gate_proj"))?,
-            up: candle_nn::linear_no_bias(hidden, inner, vb.pp("up_proj"))?,
+            gate_up: Linear::new(Tensor::cat(&[&gate, &up], 0)?, None),
             down: candle_nn::linear_no_bias(inner, hidden, vb.pp("down_proj"))?,
+            inner,
             act,
         })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate = self.gate.forward(x)?.apply(&self.act)?;
-        self.down.forward(&(gate * self.up.forward(x)?)?)
+        let gate_up = self.gate_up.forward(x)?;
+        self.down.forward(&gated(&gate_up, self.inner, self.act)?)
     }
+}
+
+/// (.., 2 * inner) -> (.., inner): act(first half) * second half.
+fn gated(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
+    let mut dims = gate_up.dims().to_vec();
+    let last = dims.len() - 1;
+    dims[last] = inner;
+    if gate_up.device().is_cpu() && gate_up.dtype() == DType::F32 {
+        let gate_up = gate_up.contiguous()?;
+        let (storage, layout) = gate_up.storage_and_layout();
+        let candle_core::Storage::Cpu(cpu) = &*storage else {
+            candle_core::bail!("gated: expected CPU storage")
+        };
+        let data = &cpu.as_slice::<f32>()?[layout.start_offset()..][..gate_up.elem_count()];
+        let mut out = vec![0f32; gate_up.elem_count() / 2];
+        let rows = (out.len() / inner).max(1);
+        let per_task = (rows / (2 * rayon::current_num_threads())).max(1);
+        out.par_chunks_mut(per_task * inner)
+            .zip(data.par_chunks(per_task * 2 * inner))
+            .for_each(|(o, gu)| vectorised::gated(gu, inner, act, o));
+        drop(storage);
+        return Tensor::from_vec(out, dims, gate_up.device());
+    }
+    gated_ops(gate_up, inner, act)
+}
+
+/// [`gated`] with candle's ops, for devices and dtypes without the fused pass.
+fn gated_ops(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
+    let last = gate_up.rank() - 1;
+    let gate = gate_up.narrow(last, 0, inner)?;
+    let up = gate_up.narrow(last, inner, inner)?;
+    let gate = match act {
+        GatedAct::Silu => candle_nn::ops::silu(&gate)?,
+        GatedAct::GeluTanh => gate.gelu()?,
+    };
+    gate * up
 }
 
 /// The hidden state of each row's last token, (rows, 1, hidden).
@@ -196,6 +328,23 @@ mod tests {
     use crate::engine::candle::kv_cache::StepLayout;
 
     #[test]
+    fn the_fused_gated_activation_matches_candles_ops() -> Result<()> {
+        let x = Tensor::randn(0f32, 3.0, (2, 5, 2 * 19), &Device::Cpu)?;
+        for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+            let fused = gated(&x, 19, act)?;
+            let ops = gated_ops(&x, 19, act)?;
+            assert_eq!(fused.dims(), &[2, 5, 19]);
+            let diff = (fused - ops)?
+                .abs()?
+                .flatten_all()?
+                .max(0)?
+                .to_scalar::<f32>()?;
+            assert!(diff < 1e-5, "{act:?}: {diff}");
+        }
+        Ok(())
+    }
+
+    #[test]
     fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
         let dev = Device::Cpu;
         let (rows, heads, kv, new, d) = (2, 4, 2, 9, 8);
@@ -207,7 +356,7 @@ mod tests {
             new,
             pad: vec![0, 3],
         };
-        let mask = mask_tensor(&layout, None, &dev)?;
+        let mask = dense_mask(&layout, None, &dev)?;
         let whole = attention_block(&q, &k, &v, &mask, 0.3)?;
         // A budget of two query rows per chunk: five chunks, the last one short.
         let chunked = chunked_attention(&q, &k, &v, &mask, 0.3, 2 * rows * heads * new)?;

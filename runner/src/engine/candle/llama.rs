@@ -3,7 +3,7 @@
 //! divided by `factor`, short ones kept, and the band between interpolated.
 
 use super::kv_cache::KvCache;
-use super::layers::{self, attention, mask_tensor, split_heads, GatedMlp, Rope};
+use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
 use super::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
@@ -62,12 +62,8 @@ impl Config {
 }
 
 struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: QkvProjection,
     o: Linear,
-    heads: usize,
-    kv_heads: usize,
     head_dim: usize,
 }
 
@@ -76,12 +72,8 @@ impl Attention {
         let d = c.head_dim();
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         Ok(Attention {
-            q: candle_nn::linear_b(c.hidden_size, h * d, c.attention_bias, vb.pp("q_proj"))?,
-            k: candle_nn::linear_b(c.hidden_size, kv * d, c.attention_bias, vb.pp("k_proj"))?,
-            v: candle_nn::linear_b(c.hidden_size, kv * d, c.attention_bias, vb.pp("v_proj"))?,
+            qkv: QkvProjection::load(&vb, c.hidden_size, (h, kv, d), c.attention_bias)?,
             o: candle_nn::linear_b(h * d, c.hidden_size, c.attention_bias, vb.pp("o_proj"))?,
-            heads: h,
-            kv_heads: kv,
             head_dim: d,
         })
     }
@@ -94,9 +86,7 @@ impl Attention {
         layer: usize,
     ) -> Result<Tensor> {
         let d = self.head_dim;
-        let q = split_heads(&self.q.forward(x)?, self.heads, d)?;
-        let k = split_heads(&self.k.forward(x)?, self.kv_heads, d)?;
-        let v = split_heads(&self.v.forward(x)?, self.kv_heads, d)?;
+        let (q, k, v) = self.qkv.forward(x)?;
         let q = layers::apply_rope(&q, &step.cos, &step.sin)?;
         let k = layers::apply_rope(&k, &step.cos, &step.sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
@@ -116,7 +106,7 @@ struct Block {
 struct Step {
     cos: Tensor,
     sin: Tensor,
-    mask: Tensor,
+    mask: Mask,
 }
 
 pub struct Llama {
@@ -151,7 +141,7 @@ impl Llama {
                         b.pp("mlp"),
                         c.hidden_size,
                         c.intermediate_size,
-                        candle_nn::Activation::Silu,
+                        GatedAct::Silu,
                     )?,
                 })
             })
@@ -190,7 +180,7 @@ impl CausalLm for Llama {
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let layout = cache.layout(tokens.dim(1)?);
         let (cos, sin) = self.rope.tables(&layout, self.dtype)?;
-        let mask = mask_tensor(&layout, None, tokens.device())?;
+        let mask = Mask::new(&layout, None, tokens.device())?;
         let step = Step { cos, sin, mask };
         let mut x = self.embed.forward(tokens)?;
         for (i, block) in self.blocks.iter().enumerate() {

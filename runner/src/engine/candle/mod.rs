@@ -2,6 +2,7 @@
 //! a scheduler that prefills each prompt once and forks it per seed, and the sampler.
 
 pub mod chat_template;
+mod cpu_attention;
 pub mod fixture;
 pub mod gemma3;
 pub mod kv_cache;
@@ -10,6 +11,7 @@ pub mod llama;
 pub mod loader;
 pub mod qwen2;
 pub mod sampler;
+mod vectorised;
 
 use crate::engine::{
     Backend, EngineError, FinishReason, Prompt, Request, RequestId, Sample, Sampling, Timings,

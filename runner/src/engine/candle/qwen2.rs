@@ -2,7 +2,7 @@
 //! projections carry a bias, SwiGLU MLP, RMSNorm, and tied or separate embeddings.
 
 use super::kv_cache::KvCache;
-use super::layers::{self, attention, mask_tensor, split_heads, GatedMlp, Rope};
+use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
 use super::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
@@ -32,12 +32,8 @@ impl Config {
 }
 
 struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: QkvProjection,
     o: Linear,
-    heads: usize,
-    kv_heads: usize,
     head_dim: usize,
 }
 
@@ -46,12 +42,8 @@ impl Attention {
         let d = c.head_dim();
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         Ok(Attention {
-            q: candle_nn::linear(c.hidden_size, h * d, vb.pp("q_proj"))?,
-            k: candle_nn::linear(c.hidden_size, kv * d, vb.pp("k_proj"))?,
-            v: candle_nn::linear(c.hidden_size, kv * d, vb.pp("v_proj"))?,
+            qkv: QkvProjection::load(&vb, c.hidden_size, (h, kv, d), true)?,
             o: candle_nn::linear_no_bias(h * d, c.hidden_size, vb.pp("o_proj"))?,
-            heads: h,
-            kv_heads: kv,
             head_dim: d,
         })
     }
@@ -64,9 +56,7 @@ impl Attention {
         layer: usize,
     ) -> Result<Tensor> {
         let d = self.head_dim;
-        let q = split_heads(&self.q.forward(x)?, self.heads, d)?;
-        let k = split_heads(&self.k.forward(x)?, self.kv_heads, d)?;
-        let v = split_heads(&self.v.forward(x)?, self.kv_heads, d)?;
+        let (q, k, v) = self.qkv.forward(x)?;
         let q = layers::apply_rope(&q, &step.cos, &step.sin)?;
         let k = layers::apply_rope(&k, &step.cos, &step.sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
@@ -86,7 +76,7 @@ struct Block {
 struct Step {
     cos: Tensor,
     sin: Tensor,
-    mask: Tensor,
+    mask: Mask,
 }
 
 pub struct Qwen2 {
@@ -121,7 +111,7 @@ impl Qwen2 {
                         b.pp("mlp"),
                         c.hidden_size,
                         c.intermediate_size,
-                        candle_nn::Activation::Silu,
+                        GatedAct::Silu,
                     )?,
                 })
             })
@@ -152,7 +142,7 @@ impl CausalLm for Qwen2 {
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let layout = cache.layout(tokens.dim(1)?);
         let (cos, sin) = self.rope.tables(&layout, self.dtype)?;
-        let mask = mask_tensor(&layout, None, tokens.device())?;
+        let mask = Mask::new(&layout, None, tokens.device())?;
         let step = Step { cos, sin, mask };
         let mut x = self.embed.forward(tokens)?;
         for (i, block) in self.blocks.iter().enumerate() {

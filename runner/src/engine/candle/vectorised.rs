@@ -1,0 +1,246 @@
+//! Element-wise CPU kernels for f32, written so that the compiler vectorises them: the
+//! exponentials of attention's softmax and the gated activations of the MLP. candle's
+//! CPU ops call the scalar library `exp` once per element, which made `exp` the
+//! largest single cost of a prefill after the matrix products.
+//!
+//! Each public function picks, once per call, an AVX2+FMA build of the same code when
+//! the CPU has those features (a binary built for the x86-64 baseline would otherwise
+//! use 4-wide SSE and no fused multiply-add).
+
+/// In place: x becomes e^(scale * (x - max x)); returns the sum, by which the
+/// caller divides the (fewer) output values instead of every probability.
+pub fn exp_shifted(x: &mut [f32], scale: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { exp_shifted_avx2(x, scale) };
+    }
+    exp_shifted_portable::<NATIVE_FMA>(x, scale)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_shifted_avx2(x: &mut [f32], scale: f32) -> f32 {
+    exp_shifted_portable::<true>(x, scale)
+}
+
+/// Written as eight independent lanes so that the compiler vectorises the max, the
+/// exponentials and the sum (a single running sum or max is a serial dependency).
+#[inline(always)]
+fn exp_shifted_portable<const FMA: bool>(x: &mut [f32], scale: f32) -> f32 {
+    const L: usize = 8;
+    let mut lanes = [f32::NEG_INFINITY; L];
+    let mut chunks = x.chunks_exact(L);
+    for c in &mut chunks {
+        for j in 0..L {
+            lanes[j] = if c[j] > lanes[j] { c[j] } else { lanes[j] };
+        }
+    }
+    let mut max = lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for &r in chunks.remainder() {
+        max = max.max(r);
+    }
+    let shift = max * scale;
+    let mut sums = [0f32; L];
+    let mut chunks = x.chunks_exact_mut(L);
+    for c in &mut chunks {
+        for j in 0..L {
+            let e = exp_nonpositive::<FMA>(madd::<FMA>(c[j], scale, -shift));
+            c[j] = e;
+            sums[j] += e;
+        }
+    }
+    let mut sum: f32 = sums.iter().sum();
+    for r in chunks.into_remainder() {
+        *r = exp_nonpositive::<FMA>(madd::<FMA>(*r, scale, -shift));
+        sum += *r;
+    }
+    sum
+}
+
+/// e^x for x <= 0, within about 2 ulp of `f32::exp`; below -87 (near the end of f32's
+/// normal range) it returns e^-87, about 1.6e-38, which no softmax or sigmoid notices.
+/// Branch-free (range reduction to 2^n e^r with |r| <= ln2/2, a degree-6 polynomial
+/// for e^r, and 2^n built from its exponent bits), so a loop over it vectorises.
+#[inline(always)]
+fn exp_nonpositive<const FMA: bool>(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Adding 1.5 * 2^23 rounds to an integer and leaves it in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.max(-87.0);
+    let t = madd::<FMA>(x, LOG2E, ROUND);
+    let n = t - ROUND;
+    let r = madd::<FMA>(-n, LN2_LO, madd::<FMA>(-n, LN2_HI, x));
+    let mut p = 1.987_569_1e-4;
+    for c in [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        0.166_666_65,
+        0.5,
+    ] {
+        p = madd::<FMA>(p, r, c);
+    }
+    let e_r = madd::<FMA>(p, r * r, r + 1.0);
+    // The low bits of t hold n (two's complement, offset by 2^22); adding the exponent
+    // bias and shifting them into the exponent field gives 2^n, for n in -126..=0.
+    let two_n = f32::from_bits(t.to_bits().wrapping_add(127) << 23);
+    e_r * two_n
+}
+
+/// Whether the portable builds may use `mul_add`: without the instruction it is a
+/// slow library call, so they multiply and add instead.
+const NATIVE_FMA: bool = cfg!(any(target_feature = "fma", target_arch = "aarch64"));
+
+/// a * b + c, fused into one instruction (and one rounding) when `FMA`.
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// Rows of `2 * inner` values (gate, then up) into rows of `inner` values:
+/// `out[j] = act(gate[j]) * up[j]`.
+pub fn gated(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { gated_avx2(gate_up, inner, act, out) };
+    }
+    gated_portable::<NATIVE_FMA>(gate_up, inner, act, out)
+}
+
+/// The activations of the gated MLPs the engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatedAct {
+    /// x * sigmoid(x) (Qwen2, Llama)
+    Silu,
+    /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma 3)
+    GeluTanh,
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gated_avx2(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
+    gated_portable::<true>(gate_up, inner, act, out)
+}
+
+#[inline(always)]
+fn gated_portable<const FMA: bool>(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
+    for (o, gu) in out.chunks_mut(inner).zip(gate_up.chunks(2 * inner)) {
+        let (gate, up) = gu.split_at(inner);
+        match act {
+            GatedAct::Silu => {
+                for ((o, &g), &u) in o.iter_mut().zip(gate).zip(up) {
+                    *o = silu::<FMA>(g) * u;
+                }
+            }
+            GatedAct::GeluTanh => {
+                for ((o, &g), &u) in o.iter_mut().zip(gate).zip(up) {
+                    *o = gelu_tanh::<FMA>(g) * u;
+                }
+            }
+        }
+    }
+}
+
+/// x * sigmoid(x), with sigmoid from e^-|x| so the exponential never overflows.
+#[inline(always)]
+fn silu<const FMA: bool>(x: f32) -> f32 {
+    let e = exp_nonpositive::<FMA>(-x.abs());
+    let sigmoid_abs = 1.0 / (1.0 + e);
+    let sigmoid = if x >= 0.0 {
+        sigmoid_abs
+    } else {
+        e * sigmoid_abs
+    };
+    x * sigmoid
+}
+
+/// GELU with the tanh approximation; tanh(|y|) = (1 - e^-2|y|) / (1 + e^-2|y|).
+#[inline(always)]
+fn gelu_tanh<const FMA: bool>(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let y = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+    let e = exp_nonpositive::<FMA>(-2.0 * y.abs());
+    let t = (1.0 - e) / (1.0 + e);
+    let tanh = if y >= 0.0 { t } else { -t };
+    0.5 * x * (1.0 + tanh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_the_library_exp_on_the_range_softmax_uses() {
+        for (name, exp) in [
+            ("fused", exp_nonpositive::<true> as fn(f32) -> f32),
+            ("unfused", exp_nonpositive::<false>),
+        ] {
+            let mut worst = 0f32;
+            for i in 0..=200_000 {
+                let x = -88.0 * i as f32 / 200_000.0;
+                let (got, want) = (exp(x), x.exp());
+                if x >= -87.0 {
+                    worst = worst.max(((got - want) / want).abs());
+                } else {
+                    assert!(got < 2e-38, "{name} {x}: {got}");
+                }
+            }
+            assert!(worst < 3e-7, "{name}: worst relative error {worst}");
+            assert_eq!(exp(0.0), 1.0, "{name}");
+        }
+    }
+
+    #[test]
+    fn shifted_exponentials_of_every_length_match_the_library_exp() {
+        for len in 1..40 {
+            let mut x: Vec<f32> = (0..len).map(|i| ((i * 7) % 11) as f32 - 3.0).collect();
+            let orig = x.clone();
+            let sum = exp_shifted(&mut x, 0.7);
+            let m = orig.iter().copied().fold(f32::MIN, f32::max);
+            for (e, o) in x.iter().zip(&orig) {
+                assert!((e - ((o - m) * 0.7).exp()).abs() < 1e-6, "len {len}");
+            }
+            let want: f32 = x.iter().sum();
+            assert!((sum - want).abs() < 1e-5, "len {len}: sum {sum}");
+        }
+    }
+
+    #[test]
+    fn gated_activations_match_their_definitions() {
+        let inner = 37;
+        let gate_up: Vec<f32> = (0..3 * 2 * inner)
+            .map(|i| ((i * 37) % 101) as f32 / 5.0 - 10.0)
+            .collect();
+        for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+            let mut out = vec![0f32; 3 * inner];
+            gated(&gate_up, inner, act, &mut out);
+            for r in 0..3 {
+                for j in 0..inner {
+                    let g = gate_up[r * 2 * inner + j] as f64;
+                    let u = gate_up[r * 2 * inner + inner + j] as f64;
+                    let a = match act {
+                        GatedAct::Silu => g / (1.0 + (-g).exp()),
+                        GatedAct::GeluTanh => {
+                            let c = (2.0 / std::f64::consts::PI).sqrt();
+                            0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh())
+                        }
+                    };
+                    let want = a * u;
+                    let got = out[r * inner + j] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                        "{act:?} g={g} u={u}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
