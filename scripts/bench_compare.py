@@ -83,22 +83,32 @@ def main():
     def med(rounds, b, key):
         return hf.median([x[b][key] for x in rounds])
 
+    def ahead(b, key):
+        """In how many rounds the engine was the faster of the two."""
+        won = sum(e[b][key] > t[b][key] for e, t in zip(engine, theirs))
+        return f"{won}/{len(engine)}"
+
     print(f"model: {model}; {args.prompt_tokens}-token prompts, {args.new_tokens} new tokens; "
           f"medians over {args.rounds} interleaved rounds")
     print(f"engine: {engine[0][batches[0]]['engine']}")
     print(f"transformers: {theirs[0][batches[0]]['engine']}")
     print()
-    print("| batch | prefill tok/s engine | transformers | ratio "
-          "| decode tok/s engine | transformers | ratio | peak RSS MiB engine | transformers |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| batch | prefill tok/s engine | transformers | ratio | engine ahead "
+          "| decode tok/s engine | transformers | ratio | engine ahead "
+          "| peak RSS MiB engine | transformers |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for b in batches:
         ep, tp = med(engine, b, "prefill_tok_per_s"), med(theirs, b, "prefill_tok_per_s")
         ed, td = med(engine, b, "decode_tok_per_s"), med(theirs, b, "decode_tok_per_s")
-        em, tm = med(engine, b, "peak_rss_mib"), med(theirs, b, "peak_rss_mib")
-        print(f"| {b} | {ep:.0f} | {tp:.0f} | {ep / tp:.2f} | {ed:.0f} | {td:.0f} | {ed / td:.2f} "
+        # A process's peak only grows, so peaks come from the first round, which ran
+        # the batch sizes in order: the figure at batch b is the peak up to b.
+        em, tm = engine[0][b]["peak_rss_mib"], theirs[0][b]["peak_rss_mib"]
+        print(f"| {b} | {ep:.0f} | {tp:.0f} | {ep / tp:.2f} | {ahead(b, 'prefill_tok_per_s')} "
+              f"| {ed:.0f} | {td:.0f} | {ed / td:.2f} | {ahead(b, 'decode_tok_per_s')} "
               f"| {em:.0f} | {tm:.0f} |")
     lo, hi = batches[0], batches[-1]
     print()
+    print("Peak RSS: the process's peak up to that batch size, in the first round.")
     for name, rounds in [("engine", engine), ("transformers", theirs)]:
         scale = med(rounds, hi, "decode_tok_per_s") / med(rounds, lo, "decode_tok_per_s")
         print(f"decode scaling, batch {hi} over batch {lo}: {name} {scale:.2f}x")

@@ -116,11 +116,7 @@ impl Norm {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = candle_nn::ops::rms_norm(
-            &x.to_dtype(DType::F32)?.contiguous()?,
-            &self.scale,
-            self.eps,
-        )?;
+        let y = layers::rms_norm(&x.to_dtype(DType::F32)?, &self.scale, self.eps)?;
         y.to_dtype(x.dtype())
     }
 }

@@ -240,6 +240,97 @@ impl QkvProjection {
             .contiguous()?;
         Ok((q, k, v))
     }
+
+    /// [`QkvProjection::forward`] with q and k rotated by the step's tables, as
+    /// [`apply_rope`] would. f32 on the CPU splits and rotates in one pass, in
+    /// parallel; candle takes a single-threaded copy per part and a rope pass.
+    pub fn forward_rotated(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let f32_cpu = [x, cos, sin]
+            .iter()
+            .all(|t| t.device().is_cpu() && t.dtype() == DType::F32);
+        if !f32_cpu {
+            let (q, k, v) = self.forward(x)?;
+            return Ok((apply_rope(&q, cos, sin)?, apply_rope(&k, cos, sin)?, v));
+        }
+        let (rows, new, _) = x.dims3()?;
+        let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let half = d / 2;
+        // The bias is added in the pass below rather than by a pass of its own.
+        let y = x
+            .reshape((rows * new, x.dim(2)?))?
+            .matmul(&self.qkv.weight().t()?)?;
+        let bias = match self.qkv.bias() {
+            Some(b) => b.to_vec1::<f32>()?,
+            None => vec![0.0; (h + 2 * kv) * d],
+        };
+        let (cos, sin) = (cos.contiguous()?, sin.contiguous()?);
+        let (ys, cs, ss) = (
+            y.storage_and_layout(),
+            cos.storage_and_layout(),
+            sin.storage_and_layout(),
+        );
+        let y_data = cpu_f32(&ys.0, ys.1, y.elem_count())?;
+        let cos_data = cpu_f32(&cs.0, cs.1, rows * new * half)?;
+        let sin_data = cpu_f32(&ss.0, ss.1, rows * new * half)?;
+        let all = h + 2 * kv;
+        let mut q = vec![0f32; rows * h * new * d];
+        let mut k = vec![0f32; rows * kv * new * d];
+        let mut v = vec![0f32; rows * kv * new * d];
+        // One task per (row, head): head `j` of the stacked output (q heads, then k,
+        // then v) of every token of row `b`, into its contiguous (new, d) block.
+        let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::with_capacity(rows * all);
+        let mut parts = [
+            (0, h, q.as_mut_slice()),
+            (h, kv, k.as_mut_slice()),
+            (h + kv, kv, v.as_mut_slice()),
+        ];
+        for (first, count, buf) in parts.iter_mut() {
+            for (t, block) in buf.chunks_mut(new * d).enumerate() {
+                tasks.push((t / *count, *first + t % *count, block));
+            }
+        }
+        let head = |(b, j, out): (usize, usize, &mut [f32])| {
+            let bias = &bias[j * d..][..d];
+            for i in 0..new {
+                let t = b * new + i;
+                let src = &y_data[(t * all + j) * d..][..d];
+                let dst = &mut out[i * d..][..d];
+                if j >= h + kv {
+                    for ((o, x), b) in dst.iter_mut().zip(src).zip(bias) {
+                        *o = x + b;
+                    }
+                    continue;
+                }
+                let c = &cos_data[t * half..][..half];
+                let s = &sin_data[t * half..][..half];
+                let (o1, o2) = dst.split_at_mut(half);
+                for m in 0..half {
+                    let x1 = src[m] + bias[m];
+                    let x2 = src[half + m] + bias[half + m];
+                    o1[m] = x1 * c[m] - x2 * s[m];
+                    o2[m] = x1 * s[m] + x2 * c[m];
+                }
+            }
+        };
+        // A decode step's few values are not worth waking the other threads for.
+        if rows * new * all * d < 1 << 15 {
+            tasks.into_iter().for_each(head);
+        } else {
+            tasks.into_par_iter().for_each(head);
+        }
+        drop((ys, cs, ss));
+        let dev = x.device();
+        Ok((
+            Tensor::from_vec(q, (rows, h, new, d), dev)?,
+            Tensor::from_vec(k, (rows, kv, new, d), dev)?,
+            Tensor::from_vec(v, (rows, kv, new, d), dev)?,
+        ))
+    }
 }
 
 /// down(act(gate(x)) * up(x)), with gate and up as one matrix product (their weights
@@ -275,6 +366,64 @@ impl GatedMlp {
     }
 }
 
+/// RMSNorm over the last dimension with a learned scale.
+#[derive(Debug, Clone)]
+pub struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    pub fn load(vb: candle_nn::VarBuilder, size: usize, eps: f64) -> Result<Self> {
+        Ok(RmsNorm {
+            weight: vb.get(size, "weight")?,
+            eps: eps as f32,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        rms_norm(x, &self.weight, self.eps)
+    }
+}
+
+/// `x / sqrt(mean(x^2) + eps) * weight` over the last dimension: one vectorised pass
+/// for f32 on the CPU, candle's kernel elsewhere.
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
+    let x = x.contiguous()?;
+    let f32_cpu = [&x, weight]
+        .iter()
+        .all(|t| t.device().is_cpu() && t.dtype() == DType::F32);
+    if !f32_cpu {
+        return candle_nn::ops::rms_norm(&x, weight, eps);
+    }
+    let dim = weight.elem_count();
+    let weight = weight.contiguous()?;
+    let (xs, xl) = x.storage_and_layout();
+    let (ws, wl) = weight.storage_and_layout();
+    let data = cpu_f32(&xs, xl, x.elem_count())?;
+    let w = cpu_f32(&ws, wl, dim)?;
+    let mut out = vec![0f32; x.elem_count()];
+    // Rows per task: enough that a decode step's few rows stay on one thread.
+    let per_task = dim * (4096 / dim).max(1);
+    out.par_chunks_mut(per_task)
+        .zip(data.par_chunks(per_task))
+        .for_each(|(o, x)| vectorised::rms_norm(x, w, eps, o));
+    drop((xs, ws));
+    Tensor::from_vec(out, x.dims(), x.device())
+}
+
+/// The f32 data of a contiguous CPU tensor.
+fn cpu_f32<'a>(
+    storage: &'a candle_core::Storage,
+    layout: &candle_core::Layout,
+    len: usize,
+) -> Result<&'a [f32]> {
+    match storage {
+        candle_core::Storage::Cpu(c) => Ok(&c.as_slice::<f32>()?[layout.start_offset()..][..len]),
+        _ => candle_core::bail!("expected a tensor on the CPU"),
+    }
+}
+
 /// (.., 2 * inner) -> (.., inner): act(first half) * second half.
 fn gated(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
     let mut dims = gate_up.dims().to_vec();
@@ -283,10 +432,7 @@ fn gated(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
     if gate_up.device().is_cpu() && gate_up.dtype() == DType::F32 {
         let gate_up = gate_up.contiguous()?;
         let (storage, layout) = gate_up.storage_and_layout();
-        let candle_core::Storage::Cpu(cpu) = &*storage else {
-            candle_core::bail!("gated: expected CPU storage")
-        };
-        let data = &cpu.as_slice::<f32>()?[layout.start_offset()..][..gate_up.elem_count()];
+        let data = cpu_f32(&storage, layout, gate_up.elem_count())?;
         let mut out = vec![0f32; gate_up.elem_count() / 2];
         let rows = (out.len() / inner).max(1);
         let per_task = (rows / (2 * rayon::current_num_threads())).max(1);
@@ -326,6 +472,61 @@ pub fn logits(head: &Linear, last: &Tensor) -> Result<Tensor> {
 mod tests {
     use super::*;
     use crate::engine::candle::kv_cache::StepLayout;
+
+    #[test]
+    fn the_fused_split_and_rotation_matches_candles_copies_and_rope() -> Result<()> {
+        let dev = Device::Cpu;
+        let (hidden, heads, kv, d) = (24, 4, 2, 8);
+        for bias in [true, false] {
+            let mut weights = std::collections::HashMap::new();
+            for (name, out) in [
+                ("q_proj", heads * d),
+                ("k_proj", kv * d),
+                ("v_proj", kv * d),
+            ] {
+                let w = Tensor::randn(0f32, 1.0, (out, hidden), &dev)?;
+                weights.insert(format!("{name}.weight"), w);
+                let b = Tensor::randn(0f32, 1.0, out, &dev)?;
+                weights.insert(format!("{name}.bias"), b);
+            }
+            let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, &dev);
+            let qkv = QkvProjection::load(&vb, hidden, (heads, kv, d), bias)?;
+            // Large enough for the parallel path, and a single decode step.
+            for (past, new, pad) in [(3, 700, vec![0, 4]), (40, 1, vec![0, 4])] {
+                let layout = StepLayout { past, new, pad };
+                let rope = Rope::new(d, 10_000.0, |f| f, &dev)?;
+                let (cos, sin) = rope.tables(&layout, DType::F32)?;
+                let x = Tensor::randn(0f32, 1.0, (2, new, hidden), &dev)?;
+                let (q, k, v) = qkv.forward_rotated(&x, &cos, &sin)?;
+                let (q0, k0, v0) = qkv.forward(&x)?;
+                let want = [
+                    apply_rope(&q0, &cos, &sin)?,
+                    apply_rope(&k0, &cos, &sin)?,
+                    v0,
+                ];
+                for (got, want) in [q, k, v].iter().zip(&want) {
+                    assert_eq!(got.dims(), want.dims());
+                    let diff = (got - want)?.abs()?.flatten_all()?.max(0)?;
+                    let diff = diff.to_scalar::<f32>()?;
+                    assert!(diff < 1e-5, "bias {bias} new {new}: {diff}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_vectorised_rms_norm_matches_candles() -> Result<()> {
+        let x = Tensor::randn(0f32, 2.0, (3, 700, 48), &Device::Cpu)?;
+        let w = Tensor::randn(1f32, 0.3, 48, &Device::Cpu)?;
+        let diff = (rms_norm(&x, &w, 1e-6)? - candle_nn::ops::rms_norm(&x, &w, 1e-6)?)?
+            .abs()?
+            .flatten_all()?
+            .max(0)?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-5, "{diff}");
+        Ok(())
+    }
 
     #[test]
     fn the_fused_gated_activation_matches_candles_ops() -> Result<()> {

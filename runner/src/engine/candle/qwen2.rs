@@ -2,10 +2,10 @@
 //! projections carry a bias, SwiGLU MLP, RMSNorm, and tied or separate embeddings.
 
 use super::kv_cache::KvCache;
-use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
+use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, RmsNorm, Rope};
 use super::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
+use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -56,9 +56,7 @@ impl Attention {
         layer: usize,
     ) -> Result<Tensor> {
         let d = self.head_dim;
-        let (q, k, v) = self.qkv.forward(x)?;
-        let q = layers::apply_rope(&q, &step.cos, &step.sin)?;
-        let k = layers::apply_rope(&k, &step.cos, &step.sin)?;
+        let (q, k, v) = self.qkv.forward_rotated(x, &step.cos, &step.sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
         let y = attention(&q, &k, &v, &step.mask, 1.0 / (d as f64).sqrt())?;
         self.o.forward(&y)
@@ -96,16 +94,16 @@ impl Qwen2 {
             .map(|i| {
                 let b = m.pp("layers").pp(i);
                 Ok(Block {
-                    attn_norm: candle_nn::rms_norm(
+                    attn_norm: RmsNorm::load(
+                        b.pp("input_layernorm"),
                         c.hidden_size,
                         c.rms_norm_eps,
-                        b.pp("input_layernorm"),
                     )?,
                     attn: Attention::load(b.pp("self_attn"), c)?,
-                    mlp_norm: candle_nn::rms_norm(
+                    mlp_norm: RmsNorm::load(
+                        b.pp("post_attention_layernorm"),
                         c.hidden_size,
                         c.rms_norm_eps,
-                        b.pp("post_attention_layernorm"),
                     )?,
                     mlp: GatedMlp::load(
                         b.pp("mlp"),
@@ -116,7 +114,7 @@ impl Qwen2 {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = candle_nn::rms_norm(c.hidden_size, c.rms_norm_eps, m.pp("norm"))?;
+        let norm = RmsNorm::load(m.pp("norm"), c.hidden_size, c.rms_norm_eps)?;
         let head = if c.tie_word_embeddings {
             Linear::new(embed.embeddings().clone(), None)
         } else {
