@@ -3,5 +3,23 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    keep_freed_memory();
     cli::main()
+}
+
+/// Every layer of a forward pass allocates and frees tensors of megabytes. By default
+/// glibc serves those with fresh mappings or a heap top it trims on every free, so each
+/// use starts with a page fault and zeroing per 4 KiB page. With 256 MiB of slack kept
+/// at the heap top and blocks up to 32 MiB served from the heap, freed memory is
+/// reused: on a 1,500-token prefill of the small fixture this cut page faults by 88%
+/// and CPU time by 13% (`runner bench` under `perf stat`). The cost is resident memory
+/// that stays after a peak.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it is called before any other
+    // thread exists.
+    unsafe {
+        libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    }
 }
