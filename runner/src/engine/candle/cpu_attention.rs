@@ -88,7 +88,17 @@ pub fn attention(
     scale: f32,
 ) -> Result<Tensor> {
     let (rows, heads, new, d) = q.dims4()?;
-    let (_, kv_heads, slots, _) = k.dims4()?;
+    let (k_rows, kv_heads, slots, k_d) = k.dims4()?;
+    // The products below read raw memory by these dimensions: check them all.
+    let grouped = kv_heads > 0 && heads % kv_heads == 0;
+    if k_rows != rows || k_d != d || v.dims() != k.dims() || !grouped {
+        bail!(
+            "cpu attention: shapes do not fit: q {:?}, k {:?}, v {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
+    }
     if rows != layout.rows() || new != layout.new || slots != layout.past + layout.new {
         bail!("cpu attention: tensors do not match the step layout");
     }
@@ -475,6 +485,25 @@ mod tests {
                 diff < 1e-5,
                 "past {past} new {new} window {window:?}: {diff}"
             );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn shapes_that_do_not_fit_are_refused_before_any_read() -> Result<()> {
+        let dev = Device::Cpu;
+        let layout = StepLayout {
+            past: 0,
+            new: 4,
+            pad: vec![0],
+        };
+        let q = Tensor::zeros((1, 4, 4, 8), DType::F32, &dev)?;
+        let k = Tensor::zeros((1, 2, 4, 8), DType::F32, &dev)?;
+        let short_v = Tensor::zeros((1, 2, 3, 8), DType::F32, &dev)?;
+        let odd_k = Tensor::zeros((1, 3, 4, 8), DType::F32, &dev)?;
+        for (k, v) in [(&k, &short_v), (&odd_k, &odd_k)] {
+            let err = attention(&q, k, v, &layout, None, 1.0).unwrap_err();
+            assert!(err.to_string().contains("shapes do not fit"), "{err}");
         }
         Ok(())
     }
