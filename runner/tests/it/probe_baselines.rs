@@ -1,6 +1,6 @@
 //! Baseline profiles: the oracle scores perfectly; no-propagation is right only on the
 //! hop-1 replacement cells and stale everywhere else. Checked on the generated files
-//! and, where present, on the published v0 file.
+//! and on the published v0 file (the shared reference folder always holds it).
 
 use runner::suite::probe::baselines::System;
 use runner::suite::probe::generator::{generate_pit, generate_probe};
@@ -9,13 +9,14 @@ use runner::suite::probe::records::{Contradicted, PitItem, ProbeItem};
 use runner::suite::probe::scoring::{score_pit, score_probe, score_probe_item, Outcome};
 use std::path::PathBuf;
 
-fn v0() -> Option<Vec<ProbeItem>> {
+fn v0() -> Vec<ProbeItem> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
-    if !p.exists() {
-        println!("note: {} is absent; skipping the v0 baselines", p.display());
-        return None;
-    }
-    Some(load_probe(&p).unwrap())
+    assert!(
+        p.exists(),
+        "{} is missing: the published v0 file must sit in the shared reference folder",
+        p.display()
+    );
+    load_probe(&p).unwrap()
 }
 
 fn assert_oracle_perfect(items: &[ProbeItem]) {
@@ -107,7 +108,7 @@ fn no_propagation_fails_derived_and_multi_hop_cells_on_the_generated_file() {
 
 #[test]
 fn baselines_on_the_published_v0_file() {
-    let Some(items) = v0() else { return };
+    let items = v0();
     assert_oracle_perfect(&items);
     assert_no_propagation_profile(&items);
 }

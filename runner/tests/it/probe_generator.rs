@@ -1,7 +1,9 @@
 //! The generator against the checker: determinism, design counts, and mutations that
 //! the checker must catch by item and field.
 
-use runner::suite::probe::checker::{check_pit, check_probe, Finding, Stats};
+use runner::suite::probe::checker::{
+    check_pit, check_probe, unbalanced_gold_pre, Finding, Stats,
+};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{parse_pit, parse_probe};
 use runner::suite::probe::records::{Axis, Gold, Relation};
@@ -201,4 +203,41 @@ fn pit_checker_catches_a_mutated_query_gold() {
     let mut items = generate_pit();
     items[3].queries[0].gold = items[3].queries[2].gold.clone();
     assert!(only(&check_pit(&items)).contains(&(id, "queries[0].gold".to_string())));
+}
+
+#[test]
+fn gold_pre_values_are_balanced_within_every_hop_and_domain_cell() {
+    use runner::suite::probe::records::Domain;
+    let items = generate_probe();
+    assert!(unbalanced_gold_pre(&items).is_empty());
+    // The daylight-saving question: half "yes", half "no", so always "yes" gets 50%.
+    let dst: Vec<&str> = items
+        .iter()
+        .filter(|i| i.domain == Domain::Employment && i.hop_depth.get() == 4)
+        .map(|i| i.gold_pre.as_str())
+        .collect();
+    assert_eq!(dst.len(), 16);
+    let observes = dst.iter().filter(|v| v.contains("observes")).count();
+    assert_eq!(observes, 8, "{dst:?}");
+    // The Aleutian part of Hawaii-Aleutian observes DST; the zone is no longer used.
+    let text = to_json(&items);
+    assert!(!text.contains("Aleutian"));
+    // One value pushed over its share is named with its cell.
+    let mut skewed = items.clone();
+    let at = skewed
+        .iter()
+        .position(|i| {
+            i.domain == Domain::Employment
+                && i.hop_depth.get() == 4
+                && i.gold_pre.as_str().contains("standard")
+        })
+        .unwrap();
+    skewed[at].gold_pre = Gold::Value("observes daylight saving time".into());
+    let found = unbalanced_gold_pre(&skewed);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("cell employment/4 has unbalanced values"),
+        "{found:?}"
+    );
+    assert!(only(&check_probe(&skewed)).contains(&("<file>".to_string(), "gold_pre".to_string())));
 }

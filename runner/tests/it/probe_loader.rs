@@ -152,20 +152,20 @@ fn io_error_names_the_file() {
     );
 }
 
-/// The published v0 file beside the project, when present.
-pub fn v0_path() -> Option<PathBuf> {
+/// The published v0 file beside the project; it is always there, so its absence fails.
+pub fn v0_path() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
-    if p.exists() {
-        Some(p)
-    } else {
-        println!("note: {} is absent; skipping the v0 check", p.display());
-        None
-    }
+    assert!(
+        p.exists(),
+        "{} is missing: the published v0 file must sit in the shared reference folder",
+        p.display()
+    );
+    p
 }
 
 #[test]
 fn published_v0_file_loads_and_passes_the_checker() {
-    let Some(path) = v0_path() else { return };
+    let path = v0_path();
     let items = load_probe(&path).unwrap();
     assert_eq!(items.len(), 168);
     let s = Stats::of(&items);

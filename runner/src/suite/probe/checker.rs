@@ -247,6 +247,9 @@ fn check_probe_counts(items: &[ProbeItem], out: &mut Findings) {
             }
         }
     }
+    for message in unbalanced_gold_pre(items) {
+        out.add(FILE, "gold_pre", message);
+    }
     let stats = Stats::of(items);
     type Expected<'a> = (&'a str, &'a BTreeMap<String, usize>, &'a [(&'a str, usize)]);
     let want: [Expected; 7] = [
@@ -286,6 +289,36 @@ fn check_probe_counts(items: &[ProbeItem], out: &mut Findings) {
         let want: BTreeMap<String, usize> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         out.expect_eq(FILE, field, have, &want);
     }
+}
+
+/// The hop x domain cells whose gold_pre values are not balanced: within a cell every
+/// distinct value must occur equally often, so that a constant answer (always "yes",
+/// always the first city) earns no more than its share. A file that reuses one entity
+/// set per domain (one value per cell, as the published v0) is balanced trivially.
+pub fn unbalanced_gold_pre(items: &[ProbeItem]) -> Vec<String> {
+    let mut cells: BTreeMap<(Domain, HopDepth), BTreeMap<String, usize>> = BTreeMap::new();
+    for i in items {
+        *cells
+            .entry((i.domain, i.hop_depth))
+            .or_default()
+            .entry(loose_key(i.gold_pre.as_str()))
+            .or_default() += 1;
+    }
+    cells
+        .into_iter()
+        .filter(|(_, values)| {
+            let mut counts = values.values();
+            let first = counts.next().copied().unwrap_or(0);
+            counts.any(|c| *c != first)
+        })
+        .map(|((domain, hop), values)| {
+            let counts: Vec<String> = values.iter().map(|(v, n)| format!("{v} {n}")).collect();
+            format!(
+                "cell {domain}/{hop} has unbalanced values ({}); each value must occur equally often",
+                counts.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// Counts per design axis, as `stats` prints them.

@@ -58,7 +58,7 @@ const EMPLOYMENT: DomainWording = DomainWording {
         [
             "Marigold Analytics",
             "Honolulu",
-            "Hawaii-Aleutian",
+            "Hawaii",
             "stays on standard time all year",
         ],
         [
@@ -69,9 +69,9 @@ const EMPLOYMENT: DomainWording = DomainWording {
         ],
         [
             "Tessellate Freight",
-            "Anchorage",
-            "Alaska",
-            "observes daylight saving time",
+            "Tokyo",
+            "Japan",
+            "stays on standard time all year",
         ],
     ],
     replacements: [
