@@ -6,14 +6,14 @@
 //! "Central Standard" would not count as a mention of "Central".
 
 use super::super::chains::AnswerKind;
+use super::abstention::{declines, denied};
 use super::normalize::{tokens, value_tokens};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// Version of the alias rules; reports carry it because scores depend on it.
 pub const ALIAS_VERSION: &str = "probe-aliases-1";
-/// Version of the abstention phrase list.
-pub const ABSTENTION_VERSION: &str = "probe-abstain-1";
+pub use super::abstention::ABSTENTION_VERSION;
 
 /// A model answer: free text, optionally with a structured abstention flag.
 ///
@@ -193,46 +193,18 @@ pub fn aliases(value: &str, kind: AnswerKind) -> Vec<Alias> {
     out
 }
 
-/// Abstention phrases, matched as whole-token spans of the normalised answer.
-const ABSTAIN: &[&str] = &[
-    "unknown",
-    "i dont know",
-    "i do not know",
-    "dont know",
-    "do not know",
-    "cannot determine",
-    "cant determine",
-    "can not determine",
-    "cannot be determined",
-    "cant be determined",
-    "cannot tell",
-    "cant tell",
-    "cannot say",
-    "cant say",
-    "no longer known",
-    "not known",
-    "you havent told me",
-    "you have not told me",
-    "havent mentioned",
-    "have not mentioned",
-    "not available",
-    "no information",
-    "not enough information",
-    "no way to know",
-    "not sure",
-    "unclear",
-    "no idea",
-];
-
 /// How an answer reads against an item's candidates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
-    /// Indices of the candidates the answer mentions.
+    /// Indices of the candidates the answer names (asserts).
     pub mentioned: BTreeSet<usize>,
+    /// Candidates the answer names only to deny them ("not Chicago", "you left X").
+    pub denied: BTreeSet<usize>,
     /// Candidates the answer equals exactly after normalisation: the whole answer, its
     /// first line, or the text after an "Answer:" label.
     pub exact: BTreeSet<usize>,
-    /// Refusal to give a value: the flag, or an abstention phrase with no candidate named.
+    /// Refusal to give a value: the flag, or, with no candidate asserted, a decline
+    /// phrase or a denied candidate.
     pub abstained: bool,
     /// The answer has no words at all.
     pub empty: bool,
@@ -292,6 +264,7 @@ pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
     all.sort_by_key(|(_, a)| std::cmp::Reverse(a.tokens.len()));
     let mut masked = vec![false; words.len()];
     let mut mentioned = BTreeSet::new();
+    let mut denials = BTreeSet::new();
     for (i, a) in &all {
         let hits = find(&words, &a.tokens, &masked, a.leading_only);
         for start in &hits {
@@ -299,25 +272,27 @@ pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
                 .iter_mut()
                 .for_each(|m| *m = true);
         }
-        if !hits.is_empty() {
-            mentioned.insert(*i);
+        for start in &hits {
+            if denied(&words, *start, a.tokens.len()) {
+                denials.insert(*i);
+            } else {
+                mentioned.insert(*i);
+            }
         }
     }
+    let denials: BTreeSet<usize> = denials.difference(&mentioned).copied().collect();
     let exact = candidates
         .iter()
         .enumerate()
         .filter(|(_, a)| a.iter().any(|x| spans.contains(&x.tokens)))
         .map(|(i, _)| i)
         .collect();
-    let no_mask = vec![false; words.len()];
-    let phrase = ABSTAIN.iter().any(|p| {
-        let p: Vec<String> = p.split(' ').map(str::to_string).collect();
-        !find(&words, &p, &no_mask, false).is_empty()
-    });
+    let phrase = declines(&words);
     Reading {
-        abstained: answer.abstain || (phrase && mentioned.is_empty()),
+        abstained: answer.abstain || (mentioned.is_empty() && (phrase || !denials.is_empty())),
         empty: words.is_empty(),
         mentioned,
+        denied: denials,
         exact,
     }
 }

@@ -2,6 +2,7 @@
 //! abstention credit, outcome classes, and the aggregated reports. Everything here is
 //! pure: no I/O, and no model text can make it panic.
 
+pub mod abstention;
 pub mod compare;
 pub mod files;
 pub mod matching;
