@@ -7,6 +7,7 @@ mod engine_chat_template;
 mod engine_fixture;
 mod engine_parity;
 mod engine_reference;
+mod probe_abstention;
 mod probe_baselines;
 mod probe_cli;
 mod probe_generator;

@@ -166,3 +166,93 @@ fn several_samples_per_item_are_clustered_and_voted() {
     let want = (2.0 * 168.0 + 20.0) / 504.0;
     assert!((acc.mean - want).abs() < 1e-12, "{}", acc.mean);
 }
+
+/// A system whose post answers get worse with depth: right on items whose position in
+/// their hop group is below a hop-dependent share, stale otherwise.
+fn falling_responses(items: &[ProbeItem]) -> Vec<runner::suite::probe::scoring::ProbeResponse> {
+    let mut seen = std::collections::BTreeMap::new();
+    items
+        .iter()
+        .map(|i| {
+            let k = i.hop_depth.get();
+            let n = seen.entry((k, i.contradicted)).or_insert(0usize);
+            *n += 1;
+            let mut r = System::Oracle.answer_probe(i);
+            if *n % 5 >= usize::from(5 - k) {
+                r.post = runner::suite::probe::scoring::Answer::text(i.gold_pre.as_str());
+            }
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn three_identical_seeds_give_the_statistics_of_one() {
+    use runner::suite::probe::scoring::compare::cochran_armitage;
+    let items = generate_probe();
+    let responses = falling_responses(&items);
+    let once: Vec<_> = items.iter().zip(&responses).collect();
+    let thrice: Vec<_> = once.iter().flat_map(|p| [*p, *p, *p]).collect();
+    let a = score_probe("one seed", &once);
+    let b = score_probe("three seeds", &thrice);
+    assert_eq!(b.samples, 3 * a.samples);
+    let trend = a.depth_trend["asserted"].expect("a falling arm has a trend");
+    assert!(trend.z < -2.0, "{trend:?}");
+    assert_eq!(a.depth_trend, b.depth_trend);
+    assert_eq!(
+        a.post_acc,
+        b.post_acc.map(|e| runner::score::bootstrap::Estimate {
+            values: e.values / 3,
+            ..e
+        })
+    );
+    for (name, table) in &a.by {
+        for (cell, e) in table {
+            let f = &b.by[name][cell];
+            assert_eq!((e.mean, e.lo, e.hi), (f.mean, f.lo, f.hi), "{name} {cell}");
+        }
+    }
+    for (name, table) in &a.propagation {
+        for (cell, e) in table {
+            let f = &b.propagation[name][cell];
+            assert_eq!((e.mean, e.lo, e.hi), (f.mean, f.lo, f.hi), "{name} {cell}");
+        }
+    }
+    // Counting seeds as trials would inflate z by sqrt(3): the test can tell.
+    let mut groups = std::collections::BTreeMap::new();
+    for (i, r) in &thrice {
+        if i.contradicted == Contradicted::Asserted {
+            let g = groups.entry(i.hop_depth.get()).or_insert((0usize, 0usize));
+            g.0 += usize::from(score_probe_item(i, r).post.is_correct());
+            g.1 += 1;
+        }
+    }
+    let groups: Vec<(f64, usize, usize)> = groups
+        .into_iter()
+        .map(|(k, (x, n))| (f64::from(k), x, n))
+        .collect();
+    let naive = cochran_armitage(&groups).unwrap();
+    assert!(
+        (naive.z / trend.z - 3f64.sqrt()).abs() < 1e-9,
+        "{naive:?} {trend:?}"
+    );
+}
+
+#[test]
+fn propagation_is_reported_by_hop_and_by_hop_x_contradicted() {
+    let items = generate_probe();
+    let responses = falling_responses(&items);
+    let pairs: Vec<_> = items.iter().zip(&responses).collect();
+    let r = score_probe("falling", &pairs);
+    let by_hop = &r.propagation["hop_depth"];
+    assert_eq!(by_hop.len(), 4);
+    let cells = &r.propagation["hop_x_contradicted"];
+    assert_eq!(cells.len(), 7);
+    // Pre answers are all right, so propagation equals post accuracy in every cell,
+    // and it falls with depth.
+    for (cell, e) in cells {
+        assert_eq!(e.mean, r.by["hop_x_contradicted"][cell].mean, "{cell}");
+        assert!(e.lo <= e.mean && e.mean <= e.hi);
+    }
+    assert!(by_hop["1"].mean > by_hop["4"].mean);
+}

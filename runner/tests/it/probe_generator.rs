@@ -1,9 +1,7 @@
 //! The generator against the checker: determinism, design counts, and mutations that
 //! the checker must catch by item and field.
 
-use runner::suite::probe::checker::{
-    check_pit, check_probe, unbalanced_gold_pre, Finding, Stats,
-};
+use runner::suite::probe::checker::{check_pit, check_probe, unbalanced_gold_pre, Finding, Stats};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{parse_pit, parse_probe};
 use runner::suite::probe::records::{Axis, Gold, Relation};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// 168 core items asked before and after the final turn, 24 PIT queries, 3 seeds.
-const SAMPLES: usize = (2 * 168 + 24) * 3;
+const SAMPLES: usize = (3 * 168 + 24) * 3;
 
 fn runner(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runner"))
@@ -73,6 +73,23 @@ fn assert_core_perfect(probe: &Value) {
     assert_eq!(mean(probe, "/stale_rate/mean"), 0.0);
     assert_eq!(mean(probe, "/abstention/recall"), 1.0);
     assert_eq!(mean(probe, "/abstention/precision"), 1.0);
+    // The follow-up: every invalidation and every axis right, no contract failure.
+    for m in [
+        "micro_recall",
+        "macro_recall",
+        "micro_precision",
+        "macro_precision",
+    ] {
+        assert_eq!(mean(probe, &format!("/invalidation/{m}")), 1.0, "{m}");
+    }
+    assert_eq!(mean(probe, "/invalidation/over_invalidation"), 0.0);
+    assert_eq!(mean(probe, "/axis_acc"), 1.0);
+    assert_eq!(probe["followup_contract_failures"], 0);
+    for (table, cells) in probe["propagation"].as_object().unwrap() {
+        for (cell, e) in cells.as_object().unwrap() {
+            assert_eq!(e["mean"].as_f64(), Some(1.0), "propagation {table} {cell}");
+        }
+    }
     let by = probe["by"].as_object().unwrap();
     assert!(by.len() > 5);
     for (table, cells) in by {
@@ -116,7 +133,7 @@ fn oracle_run_writes_manifest_journal_and_perfect_reports() {
         .collect();
     assert_eq!(
         conditions.iter().filter(|c| **c == "conversation").count(),
-        2 * 168 * 3
+        3 * 168 * 3
     );
     assert_eq!(
         conditions.iter().filter(|c| **c == "point-in-time").count(),
@@ -138,8 +155,11 @@ fn oracle_run_writes_manifest_journal_and_perfect_reports() {
         assert_eq!(e["mean"].as_f64(), Some(1.0), "{label}");
     }
 
+    assert_eq!(scores["set"]["kind"], "generated");
+    assert_eq!(scores["set"]["human_validated"], false);
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     assert!(summary.starts_with("# probe: oracle\n"), "{summary}");
+    assert!(summary.contains("NOT human-validated"), "{summary}");
     assert!(summary.contains("| post accuracy (NM) | 1.000 [1.000, 1.000] |"));
     let csv = std::fs::read_to_string(dir.join("scores.csv")).unwrap();
     assert!(csv.starts_with("system,set,table,cell,n,mean,lo,hi\n"));
@@ -196,6 +216,25 @@ fn no_propagation_run_fails_derived_and_multi_hop_cells_and_passes_hop1_asserted
         .filter(|l| l["task"] == "post" && l["scores"]["correct"] == true)
         .count();
     assert_eq!(right, 20 * 3);
+    // The follow-up: it re-states the root only where the last turn names a new root,
+    // never a conclusion, and always calls the change an update.
+    let inv = &probe["invalidation"];
+    assert_eq!(mean(inv, "/micro_precision"), 1.0);
+    assert!(mean(inv, "/micro_recall") < 0.3, "{inv}");
+    for position in ["2", "3", "4"] {
+        assert_eq!(mean(inv, &format!("/by_chain_position/{position}")), 0.0);
+    }
+    assert_eq!(mean(probe, "/axis_acc"), 0.5);
+    assert_eq!(mean(probe, "/axis_acc_by/derived correction"), 0.0);
+    assert_eq!(mean(probe, "/axis_acc_by/asserted update"), 1.0);
+    assert_eq!(probe["followup_contract_failures"], 0);
+    // Propagation: the chain was learned (pre right) and never carried past hop 1.
+    for hop in ["2", "3", "4"] {
+        assert_eq!(
+            mean(probe, &format!("/propagation/hop_depth/{hop}/mean")),
+            0.0
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -369,16 +408,27 @@ fn a_fixture_model_answers_through_the_engine() {
     );
     let dir = runs.join("fixture-qwen2").join("probe");
     let lines = journal(&dir);
-    // One item per domain asked twice, one PIT item per domain asked three times.
-    assert_eq!(lines.len(), 3 * 2 + 2 * 3);
+    // One item per domain asked pre, post and the follow-up, one PIT item per domain
+    // asked three times.
+    assert_eq!(lines.len(), 3 * 3 + 2 * 3);
     for l in &lines {
         assert!(l["tokens"].as_u64().unwrap() > 0, "{l}");
         assert_eq!(l["seed"], 7);
-        assert!(l["scores"]["outcome"].is_string(), "{l}");
+        if l["task"] == "followup" {
+            // Three tokens cannot hold the JSON contract: a counted failure.
+            let category = l["scores"]["category"].as_str().unwrap();
+            assert!(["truncated", "invalid"].contains(&category), "{l}");
+        } else {
+            assert!(l["scores"]["outcome"].is_string(), "{l}");
+        }
     }
     let scores = json(&dir.join("scores.json"));
     assert_eq!(scores["systems"][0]["system"], "fixture-qwen2");
     assert_eq!(scores["systems"][0]["probe"]["samples"], 3);
+    assert_eq!(
+        scores["systems"][0]["probe"]["followup_contract_failures"],
+        3
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -398,10 +448,12 @@ fn oracle_on_the_published_v0_file_scores_perfectly() {
         manifest.pointer("/identity/suite/generated"),
         Some(&false.into())
     );
-    assert_eq!(journal(&dir).len(), 2 * 168 * 3);
+    assert_eq!(journal(&dir).len(), 3 * 168 * 3);
     let scores = json(&dir.join("scores.json"));
     assert_eq!(scores["systems"][0]["probe"]["items"], 168);
     assert!(scores["systems"][0]["pit"].is_null());
+    assert_eq!(scores["set"]["kind"], "published");
+    assert_eq!(scores["set"]["human_validated"], true);
     assert_core_perfect(&scores["systems"][0]["probe"]);
     // Rescoring needs the file the run used.
     let o = runner(&["score", dir.to_str().unwrap()]);

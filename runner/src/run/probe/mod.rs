@@ -9,7 +9,7 @@
 //!   SHA-256 of `probe-request-v1`, the file's hash, the condition, the item id and the
 //!   phase or query label.
 //! * Journal fields: `scenario` = item id; `condition` = `conversation` (core items)
-//!   or `point-in-time` (PIT queries); `task` = `pre`/`post` or the query label;
+//!   or `point-in-time` (PIT queries); `task` = `pre`/`post`/`followup` or the query label;
 //!   `step` = the sessions shown (core) or the query's index in the item (PIT).
 //! * `--limit N` keeps the first N items of every domain, in file order (core and PIT
 //!   alike); `--shard I/N` slices by request id as for CREG.
@@ -17,8 +17,11 @@
 //!   candidate, or an abstention where the gold is `unknown`). The Probe contract is
 //!   free text, so its only unusable answer is an empty one (outcome `empty`, no words
 //!   at all): that is the contract failure, counted wrong, never dropped.
-//! * The run asks only the question: no invalidation list and no update/correction
-//!   label, so the reports leave invalidation recall and axis accuracy empty.
+//! * After the post question each core item gets a follow-up request (`task`
+//!   `followup`): the whole conversation, the chain's statements as keys, and a JSON
+//!   contract `{"invalidated": [...], "axis": "update"|"correction"}` read like CREG's
+//!   (`followup.rs`). It feeds invalidation recall/precision and axis accuracy; a
+//!   contract failure is counted and scores as no invalidation and a wrong axis.
 
 use super::folder::component;
 use super::{Job, RunError, Scoring, Workload};
@@ -31,12 +34,16 @@ use crate::plan::Shard;
 use crate::suite::probe::baselines::System;
 use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use crate::suite::probe::loader::{parse_any, LoadError, ProbeFile};
-use crate::suite::probe::prompts::{pit_prompts, probe_prompts, Phase, Question, PROMPT_VERSION};
+use crate::suite::probe::prompts::{
+    followup_prompt, pit_prompts, probe_prompts, Phase, Question, PROMPT_VERSION,
+};
+use crate::suite::probe::provenance::{provenance, SetProvenance};
 use crate::suite::probe::records::{Domain, PitItem, ProbeItem};
 use crate::suite::probe::scoring::{
     compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, Outcome,
     PitResponse, ProbeResponse, RunReport, SystemReport,
 };
+use followup::{parse_followup, Followup};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -140,6 +147,15 @@ impl ProbeSet {
 
     fn pit_items(&self) -> &[PitItem] {
         self.pit.as_ref().map_or(&[], |p| &p.items)
+    }
+
+    /// Which set this is, for the reports.
+    pub fn provenance(&self) -> SetProvenance {
+        provenance(
+            self.generated,
+            self.core.as_ref().map(|p| p.sha256.as_str()),
+            &self.files(),
+        )
     }
 
     fn files(&self) -> String {
@@ -302,6 +318,7 @@ impl ProbeWorkload {
                 for (phase, prompt, shown) in [
                     (Phase::Pre, pre, n.saturating_sub(1)),
                     (Phase::Post, post, n),
+                    (Phase::Followup, followup_prompt(item), n),
                 ] {
                     let id = item.probe_id.as_str();
                     if push(
@@ -430,7 +447,12 @@ impl ProbeWorkload {
                 let phase = match r.task.as_str() {
                     "pre" => Phase::Pre,
                     "post" => Phase::Post,
-                    t => return Err(format!("task {t:?} of a core item is not pre or post")),
+                    "followup" => Phase::Followup,
+                    t => {
+                        return Err(format!(
+                            "task {t:?} of a core item is not pre, post or followup"
+                        ))
+                    }
                 };
                 Ok(Question::Core { item, phase })
             }
@@ -454,43 +476,74 @@ impl ProbeWorkload {
         }
     }
 
-    /// Scores one answer text (pure).
-    fn judge(&self, q: Question, text: &str) -> (Outcome, Value) {
-        let answer = Answer::text(text);
+    /// Scores one journaled sample (pure).
+    fn judge(&self, q: Question, r: &SampleRecord) -> Scoring {
+        let answer = Answer::text(&r.text);
         match q {
+            Question::Core {
+                item,
+                phase: Phase::Followup,
+            } => {
+                let item = &self.set.core_items()[item];
+                let (category, followup) = parse_followup(&r.text, r.finish_reason);
+                let response = followup_response(&followup);
+                let s = score_probe_item(item, &response);
+                let inv = s.invalidation.as_ref();
+                // Right: the axis, and exactly the gold statements invalidated.
+                let exact = inv.is_some_and(|v| v.hits == v.total && v.predicted == v.total);
+                let correct = s.axis_correct.map(|a| a && exact);
+                Scoring {
+                    scores: json!({
+                        "correct": correct,
+                        "category": category.name(),
+                        "contract": category,
+                        "invalidated": followup.as_ref().map(|f| &f.invalidated),
+                        "axis": followup.as_ref().map(|f| f.axis),
+                        "axis_correct": s.axis_correct,
+                        "invalidation_hits": inv.map(|v| v.hits),
+                        "invalidation_gold": inv.map(|v| v.total),
+                        "invalidation_predicted": inv.map(|v| v.predicted),
+                    }),
+                    correct,
+                    contract_failure: category.is_failure(),
+                }
+            }
             Question::Core { item, phase } => {
                 let item = &self.set.core_items()[item];
                 let mut response = ProbeResponse::default();
-                match phase {
-                    Phase::Pre => response.pre = answer,
-                    Phase::Post => response.post = answer,
+                if phase == Phase::Pre {
+                    response.pre = answer;
+                } else {
+                    response.post = answer;
                 }
                 let s = score_probe_item(item, &response);
                 let (outcome, em) = match phase {
                     Phase::Pre => (s.pre, s.pre_em),
-                    Phase::Post => (s.post, s.post_em),
+                    _ => (s.post, s.post_em),
                 };
-                (
-                    outcome,
-                    json!({
+                Scoring {
+                    scores: json!({
                         "outcome": outcome.as_str(),
                         "correct": outcome.is_correct(),
                         "exact_match": em,
                     }),
-                )
+                    correct: Some(outcome.is_correct()),
+                    contract_failure: outcome == Outcome::Empty,
+                }
             }
             Question::Pit { item, query } => {
                 let item = &self.set.pit_items()[item];
                 let s = score_pit_query(item, &item.queries[query], &answer);
-                (
-                    s.outcome,
-                    json!({
+                Scoring {
+                    scores: json!({
                         "outcome": s.outcome.as_str(),
                         "correct": s.outcome.is_correct(),
                         "retracted_leak": s.retracted_leak,
                         "current_leak": s.current_leak,
                     }),
-                )
+                    correct: Some(s.outcome.is_correct()),
+                    contract_failure: s.outcome == Outcome::Empty,
+                }
             }
         }
     }
@@ -498,7 +551,7 @@ impl ProbeWorkload {
     /// One system's journaled samples as responses per (item, seed): core responses,
     /// PIT responses, and the count of questions left unanswered in started items.
     fn responses(&self, records: &[SampleRecord]) -> Result<Responses, String> {
-        let mut core: BTreeMap<(usize, u64), [Option<Answer>; 2]> = BTreeMap::new();
+        let mut core: BTreeMap<(usize, u64), Slots> = BTreeMap::new();
         let mut pit: BTreeMap<(usize, u64), Vec<Option<Answer>>> = BTreeMap::new();
         for r in records {
             let q = self
@@ -508,7 +561,13 @@ impl ProbeWorkload {
             match q {
                 Question::Core { item, phase } => {
                     let slot = core.entry((item, r.seed)).or_default();
-                    slot[usize::from(phase == Phase::Post)] = answer;
+                    match phase {
+                        Phase::Pre => slot.pre = answer,
+                        Phase::Post => slot.post = answer,
+                        Phase::Followup => {
+                            slot.followup = Some(parse_followup(&r.text, r.finish_reason).1)
+                        }
+                    }
                 }
                 Question::Pit { item, query } => {
                     let n = self.set.pit_items()[item].queries.len();
@@ -519,14 +578,14 @@ impl ProbeWorkload {
         let mut unanswered = 0;
         let core = core
             .into_iter()
-            .map(|((item, _), [pre, post])| {
-                unanswered += usize::from(pre.is_none()) + usize::from(post.is_none());
-                let response = ProbeResponse {
-                    pre: pre.unwrap_or_default(),
-                    post: post.unwrap_or_default(),
-                    invalidated: None,
-                    axis_pred: None,
-                };
+            .map(|((item, _), slot)| {
+                unanswered += usize::from(slot.pre.is_none())
+                    + usize::from(slot.post.is_none())
+                    + usize::from(slot.followup.is_none());
+                // An unasked follow-up (an unfinished run) scores like a failed one.
+                let mut response = followup_response(&slot.followup.flatten());
+                response.pre = slot.pre.unwrap_or_default();
+                response.post = slot.post.unwrap_or_default();
                 (item, response)
             })
             .collect();
@@ -578,13 +637,39 @@ impl ProbeWorkload {
                 }
             }
         }
-        Ok(RunReport::new(title, systems, comparisons))
+        Ok(RunReport::new(title, systems, comparisons).with_set(self.set.provenance()))
     }
 }
 
 /// Responses with the items they answer (`items[i]` for index `i`).
 fn pairs<'a, T, R>(items: &'a [T], responses: &'a [(usize, R)]) -> Vec<(&'a T, &'a R)> {
     responses.iter().map(|(i, r)| (&items[*i], r)).collect()
+}
+
+/// The journaled answers of one (item, seed); the follow-up as parsed (`None` inside:
+/// a contract failure).
+#[derive(Default)]
+struct Slots {
+    pre: Option<Answer>,
+    post: Option<Answer>,
+    followup: Option<Option<Followup>>,
+}
+
+/// A response carrying what a follow-up said; a failed follow-up invalidates nothing
+/// and has its axis counted wrong.
+fn followup_response(followup: &Option<Followup>) -> ProbeResponse {
+    match followup {
+        Some(f) => ProbeResponse {
+            invalidated: Some(f.invalidated.clone()),
+            axis_pred: Some(f.axis),
+            ..ProbeResponse::default()
+        },
+        None => ProbeResponse {
+            invalidated: Some(Vec::new()),
+            followup_failed: true,
+            ..ProbeResponse::default()
+        },
+    }
 }
 
 /// One system's samples paired per (item, seed); the index is the item's position.
@@ -629,12 +714,7 @@ impl Workload for ProbeWorkload {
 
     fn score(&self, r: &SampleRecord) -> Result<Scoring, String> {
         let q = self.locate(r)?;
-        let (outcome, scores) = self.judge(q, &r.text);
-        Ok(Scoring {
-            scores,
-            correct: Some(outcome.is_correct()),
-            contract_failure: outcome == Outcome::Empty,
-        })
+        Ok(self.judge(q, r))
     }
 
     fn report(
@@ -694,5 +774,6 @@ fn write_reports(dir: &Path, report: &RunReport) -> std::io::Result<()> {
     Ok(())
 }
 
+mod followup;
 #[cfg(test)]
 mod tests;

@@ -20,8 +20,8 @@ fn workload(limit: Option<usize>, shard: Option<Shard>) -> ProbeWorkload {
 #[test]
 fn every_question_is_one_job_with_a_content_id() {
     let w = workload(None, None);
-    // 168 core items asked twice, 8 PIT items with 3 queries each.
-    assert_eq!(w.jobs().len(), 2 * 168 + 24);
+    // 168 core items asked pre, post and the follow-up; 8 PIT items with 3 queries each.
+    assert_eq!(w.jobs().len(), 3 * 168 + 24);
     let mut ids: Vec<&str> = w.jobs().iter().map(|j| j.request.id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -50,8 +50,8 @@ fn every_question_is_one_job_with_a_content_id() {
 #[test]
 fn limit_keeps_the_first_items_of_every_domain_and_shards_partition() {
     let w = workload(Some(2), None);
-    // 3 core domains x 2 items x 2 questions + 2 PIT domains x 2 items x 3 queries.
-    assert_eq!(w.jobs().len(), 3 * 2 * 2 + 2 * 2 * 3);
+    // 3 core domains x 2 items x 3 questions + 2 PIT domains x 2 items x 3 queries.
+    assert_eq!(w.jobs().len(), 3 * 2 * 3 + 2 * 2 * 3);
     let all = workload(None, None);
     let mut union: Vec<String> = (0..3)
         .flat_map(|i| {

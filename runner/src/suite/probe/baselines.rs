@@ -76,6 +76,13 @@ impl System {
                 Some(match phase {
                     Phase::Pre => r.pre,
                     Phase::Post => r.post,
+                    Phase::Followup => Answer::text(
+                        serde_json::json!({
+                            "invalidated": r.invalidated.unwrap_or_default(),
+                            "axis": r.axis_pred,
+                        })
+                        .to_string(),
+                    ),
                 })
             }
             Question::Pit { item, query } => self
@@ -121,6 +128,7 @@ fn oracle_probe(item: &ProbeItem) -> ProbeResponse {
         post: gold_answer(item.gold_post.value()),
         invalidated: Some(item.gold_invalidated.iter().map(|r| r.0.clone()).collect()),
         axis_pred: Some(item.gold_axis),
+        followup_failed: false,
     }
 }
 
@@ -170,5 +178,6 @@ fn no_propagation_probe(item: &ProbeItem) -> ProbeResponse {
                 .unwrap_or_default(),
         ),
         axis_pred: Some(Axis::Update),
+        followup_failed: false,
     }
 }

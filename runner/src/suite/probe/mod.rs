@@ -11,6 +11,7 @@ pub mod checker;
 pub mod generator;
 pub mod loader;
 pub mod prompts;
+pub mod provenance;
 pub mod records;
 pub mod replay;
 pub mod scoring;

@@ -4,12 +4,13 @@
 //! (`post`). Sessions are dated 2026-06-(i+1), the harness convention of the original
 //! bench. A PIT query shows every session and asks about its reference date.
 
+use super::chains::chain;
 use super::records::{PitItem, ProbeItem, Session};
 use serde::Serialize;
 use std::fmt::Write;
 
 /// Version of the prompt wording below; part of a run's identity.
-pub const PROMPT_VERSION: &str = "probe-prompt-1";
+pub const PROMPT_VERSION: &str = "probe-prompt-2";
 
 const PREAMBLE: &str = "Below are earlier conversations with a user, oldest first. \
 Use everything in them, including later corrections and updates.";
@@ -19,11 +20,50 @@ const PIT_INSTRUCTION: &str = "Answer for what was true on the reference date, g
 everything the user has said, including corrections made later. Answer with the value \
 only; if nothing was true yet on that date, reply \"unknown\".";
 
+const FOLLOWUP_INSTRUCTION: &str = "The last session changed something the user had \
+said before. Which of the statements below does it make no longer current, and was it an \
+update (the world changed; the old statement was true until then) or a correction (the \
+old statement was wrong all along)? Statements:\n";
+const FOLLOWUP_CONTRACT: &str = "Reply with one JSON object and nothing else: \
+{\"invalidated\": [keys of the statements that are no longer current], \"axis\": \
+\"update\" or \"correction\"}\n";
+
+/// What each chain statement says, for the follow-up's list of keys.
+fn describe(relation: &str) -> &'static str {
+    match relation {
+        "works_at" => "who the user's employer is",
+        "located_in" => "which city the employer has its offices in",
+        "workplace_city" => "which city the user's workplace is in",
+        "city_timezone" => "which time zone that city is on",
+        "work_timezone" => "which time zone the user's working hours are on",
+        "tz_dst_policy" => "whether that time zone observes daylight saving time",
+        "work_dst_policy" => "whether the user's working hours shift for daylight saving time",
+        "lives_in" => "which city the user's home is in",
+        "power_utility_of" => "which utility supplies that city's electricity",
+        "home_utility" => "which utility provides the user's electricity",
+        "billing_portal_of" => "which website that utility bills through",
+        "utility_portal" => "which website the user pays the electric bill on",
+        "portal_owner_of" => "which firm runs that website",
+        "portal_owner" => "which firm runs the site where the user pays the electric bill",
+        "training_for" => "which race the user is preparing for",
+        "plan_of" => "which training schedule that race's entrants get",
+        "training_plan" => "which training schedule the user follows",
+        "long_run_day_of" => "which day that schedule puts the long run on",
+        "current_long_run_day" => "which day the user does long runs",
+        "blocked_slot_of" => "which slot must stay clear of meetings with long runs on that day",
+        "current_blocked_slot" => "which slot in the user's week is kept free of meetings",
+        _ => "a statement of the chain",
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Pre,
     Post,
+    /// After the post question: which statements the last turn invalidated, and
+    /// whether it was an update or a correction (a JSON answer contract).
+    Followup,
 }
 
 impl Phase {
@@ -31,6 +71,7 @@ impl Phase {
         match self {
             Phase::Pre => "pre",
             Phase::Post => "post",
+            Phase::Followup => "followup",
         }
     }
 }
@@ -93,6 +134,20 @@ pub fn probe_prompts(item: &ProbeItem) -> [ProbePrompt; 2] {
     ]
 }
 
+/// The follow-up prompt of a core item: every session, then the statements of the
+/// item's chain as keys to choose from, and the answer contract.
+pub fn followup_prompt(item: &ProbeItem) -> ProbePrompt {
+    let mut tail = String::from(FOLLOWUP_INSTRUCTION);
+    for relation in chain(item.domain).relations_up_to(item.hop_depth) {
+        let _ = writeln!(tail, "- {relation}: {}", describe(relation));
+    }
+    tail.push_str(FOLLOWUP_CONTRACT);
+    ProbePrompt {
+        id: format!("{}/followup", item.probe_id),
+        text: render(&item.sessions, None, &tail),
+    }
+}
+
 /// One prompt per PIT query, in query order.
 pub fn pit_prompts(item: &PitItem) -> Vec<ProbePrompt> {
     item.queries
@@ -146,6 +201,23 @@ mod tests {
                     .contains(&format!("Reference date: {}", q.reference_time)));
                 assert!(p.id.ends_with(q.label.as_str()));
             }
+        }
+    }
+
+    #[test]
+    fn followup_lists_the_chain_statements_and_the_contract() {
+        for item in generate_probe() {
+            let p = followup_prompt(&item);
+            let last = &item.sessions.last().unwrap()[0];
+            assert!(p.text.contains(last.as_str()));
+            for r in chain(item.domain).relations_up_to(item.hop_depth) {
+                assert!(p.text.contains(&format!("- {r}: ")), "{}", item.probe_id);
+                assert_ne!(describe(r), "a statement of the chain", "{r}");
+            }
+            for g in &item.gold_invalidated {
+                assert!(p.text.contains(&format!("- {}: ", g.as_str())));
+            }
+            assert!(p.text.ends_with(FOLLOWUP_CONTRACT));
         }
     }
 

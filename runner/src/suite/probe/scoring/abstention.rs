@@ -54,6 +54,7 @@ fn patterns() -> Vec<String> {
         r"\b(not|isnt|is not|its not) (something|a thing) (i|we) (can|could) (know|tell|say|determine)\b".into(),
         r"\bwithout (a|any|more|further|new) (information|info|details|replacement|employer|race|basis)\b".into(),
         r"\bno way of (knowing|telling|saying)\b".into(),
+        r"\b(isnt|is not|arent|are not|wasnt|was not) (available|known|clear|certain|determinable|on record)\b".into(),
         r"\b(would|will) (have|need) to (ask|check)\b".into(),
         r"\b(depends|it depends) on (your|the) new\b".into(),
     ]
@@ -69,9 +70,38 @@ pub fn declines(words: &[String]) -> bool {
 
 /// Words that may stand between a negating cue and the value it denies.
 const FILLER: &[&str] = &[
-    "the", "a", "an", "in", "at", "on", "for", "with", "of", "to", "from", "by", "working",
-    "work", "worked", "works", "living", "live", "lived", "based", "following", "follow",
-    "followed", "training", "entered", "is", "its", "it", "be", "anymore", "any", "more",
+    "the",
+    "a",
+    "an",
+    "in",
+    "at",
+    "on",
+    "for",
+    "with",
+    "of",
+    "to",
+    "from",
+    "by",
+    "working",
+    "work",
+    "worked",
+    "works",
+    "living",
+    "live",
+    "lived",
+    "based",
+    "following",
+    "follow",
+    "followed",
+    "training",
+    "entered",
+    "is",
+    "its",
+    "it",
+    "be",
+    "anymore",
+    "any",
+    "more",
     "longer",
 ];
 
@@ -85,6 +115,11 @@ const CUES: &[&[&str]] = &[
     &["wasnt"],
     &["nor"],
     &["instead", "of"],
+    &["instead"],
+    &["previously"],
+    &["formerly"],
+    &["earlier"],
+    &["originally"],
     &["rather", "than"],
     &["left"],
     &["leaving"],
@@ -117,13 +152,15 @@ pub fn denied(words: &[String], start: usize, len: usize) -> bool {
         skipped += 1;
     }
     let before = &words[..end];
-    let cue = CUES.iter().any(|c| {
-        before.len() >= c.len() && before[before.len() - c.len()..].iter().eq(c.iter())
-    });
+    let cue = CUES
+        .iter()
+        .any(|c| before.len() >= c.len() && before[before.len() - c.len()..].iter().eq(c.iter()));
     let after = &words[(start + len).min(words.len())..];
     let trailing = after.len() >= 2
         && ((after[0] == "no" && after[1] == "longer")
-            || (after[0] == "is" && after[1] == "no" && after.get(2).is_some_and(|w| w == "longer"))
+            || (after[0] == "is"
+                && after[1] == "no"
+                && after.get(2).is_some_and(|w| w == "longer"))
             || (after[0] == "anymore"));
     cue || trailing
 }

@@ -95,22 +95,52 @@ fn erfc(x: f64) -> f64 {
     }
 }
 
-/// Depth trend of post accuracy within each contradicted arm. Samples are counted as
-/// trials, so with several seeds per item the p-value is optimistic.
+/// Cochran-Armitage on per-unit scores in [0, 1] (here: an item's share of correct
+/// samples). With 0/1 scores it is the classic test; with fractions it is the same score
+/// statistic with the variance of the unit scores in place of p(1-p), so that seeds are
+/// nested in their item and repeating identical seeds changes nothing.
+/// `units`: (group score, unit score). `None` when undefined.
+pub fn cochran_armitage_units(units: &[(f64, f64)]) -> Option<Trend> {
+    let n = units.len() as f64;
+    let groups: std::collections::BTreeSet<u64> = units.iter().map(|u| u.0.to_bits()).collect();
+    if groups.len() < 2 {
+        return None;
+    }
+    let mean = units.iter().map(|u| u.1).sum::<f64>() / n;
+    let var_y = units.iter().map(|u| (u.1 - mean).powi(2)).sum::<f64>() / n;
+    let t: f64 = units.iter().map(|&(s, y)| s * (y - mean)).sum();
+    let st2: f64 = units.iter().map(|u| u.0 * u.0).sum();
+    let st: f64 = units.iter().map(|u| u.0).sum();
+    let var = var_y * (st2 - st * st / n);
+    if var <= 0.0 {
+        return None;
+    }
+    let z = t / var.sqrt();
+    Some(Trend {
+        z,
+        p_value: erfc(z.abs() / std::f64::consts::SQRT_2),
+    })
+}
+
+/// Depth trend of post accuracy within each contradicted arm, clustered by item: each
+/// item is one unit scored by its share of correct samples (seeds nested in items), so
+/// three identical seeds give the statistic of one.
 pub fn depth_trends(pairs: &[(&ProbeItem, &ProbeResponse)]) -> BTreeMap<String, Option<Trend>> {
     let mut out = BTreeMap::new();
     for &arm in Contradicted::ALL {
-        let mut groups: BTreeMap<u8, (usize, usize)> = BTreeMap::new();
+        let mut items: BTreeMap<&str, (u8, usize, usize)> = BTreeMap::new();
         for (item, r) in pairs.iter().filter(|(i, _)| i.contradicted == arm) {
-            let g = groups.entry(item.hop_depth.get()).or_default();
-            g.0 += usize::from(score_probe_item(item, r).post.is_correct());
-            g.1 += 1;
+            let e = items
+                .entry(item.probe_id.as_str())
+                .or_insert((item.hop_depth.get(), 0, 0));
+            e.1 += usize::from(score_probe_item(item, r).post.is_correct());
+            e.2 += 1;
         }
-        let groups: Vec<(f64, usize, usize)> = groups
-            .into_iter()
-            .map(|(k, (x, n))| (f64::from(k), x, n))
+        let units: Vec<(f64, f64)> = items
+            .values()
+            .map(|&(k, x, n)| (f64::from(k), x as f64 / n as f64))
             .collect();
-        out.insert(arm.to_string(), cochran_armitage(&groups));
+        out.insert(arm.to_string(), cochran_armitage_units(&units));
     }
     out
 }
@@ -247,5 +277,18 @@ mod tests {
         assert!(t.z.abs() < 1e-9 && (t.p_value - 1.0).abs() < 1e-6);
         assert!(cochran_armitage(&[(1.0, 0, 10), (2.0, 0, 10)]).is_none());
         assert!(cochran_armitage(&[(1.0, 3, 10)]).is_none());
+    }
+
+    #[test]
+    fn unit_trend_on_binary_units_is_the_classic_test() {
+        let falling = [(1.0, 20, 24), (2.0, 30, 48), (3.0, 18, 48), (4.0, 6, 48)];
+        let units: Vec<(f64, f64)> = falling
+            .iter()
+            .flat_map(|&(s, x, n)| (0..n).map(move |i| (s, f64::from(u8::from(i < x)))))
+            .collect();
+        let a = cochran_armitage(&falling).unwrap();
+        let b = cochran_armitage_units(&units).unwrap();
+        assert!((a.z - b.z).abs() < 1e-9, "{a:?} {b:?}");
+        assert!(cochran_armitage_units(&[(1.0, 1.0), (1.0, 0.0)]).is_none());
     }
 }

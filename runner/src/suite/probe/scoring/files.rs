@@ -8,6 +8,7 @@ use super::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use super::pit_report::PitReport;
 use super::report::ProbeReport;
 use crate::score::bootstrap::Estimate;
+use crate::suite::probe::provenance::SetProvenance;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -27,6 +28,8 @@ pub struct SystemReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
     pub title: String,
+    /// Which set was run: the published validated set, the generated set, a user's file.
+    pub set: Option<SetProvenance>,
     pub alias_version: &'static str,
     pub abstention_version: &'static str,
     pub systems: Vec<SystemReport>,
@@ -38,6 +41,7 @@ impl RunReport {
     pub fn new(title: &str, systems: Vec<SystemReport>, comparisons: Vec<Comparison>) -> Self {
         RunReport {
             title: title.to_string(),
+            set: None,
             alias_version: ALIAS_VERSION,
             abstention_version: ABSTENTION_VERSION,
             systems,
@@ -45,10 +49,19 @@ impl RunReport {
         }
     }
 
+    /// The report with the set it describes.
+    pub fn with_set(mut self, set: SetProvenance) -> Self {
+        self.set = Some(set);
+        self
+    }
+
     /// `summary.md`: per system the core and PIT tables, then the comparisons.
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "# {}\n", self.title);
+        if let Some(set) = &self.set {
+            let _ = writeln!(s, "Set: {}.\n", set.description);
+        }
         for sys in &self.systems {
             if sys.unanswered > 0 {
                 let _ = writeln!(

@@ -20,6 +20,9 @@ pub struct ProbeResponse {
     /// The system's update/correction label for the final event, if it gives one.
     #[serde(default)]
     pub axis_pred: Option<Axis>,
+    /// The follow-up answer broke its contract: no invalidation and a wrong axis.
+    #[serde(default)]
+    pub followup_failed: bool,
 }
 
 /// Outcome classes of one answer.
@@ -65,6 +68,8 @@ impl Outcome {
 pub struct InvalidationScore {
     pub hits: usize,
     pub total: usize,
+    /// Distinct relations predicted (the precision denominator).
+    pub predicted: usize,
     /// For each chain position 1..=k of an asserted item: was it invalidated?
     pub positions: Vec<(u8, bool)>,
     /// Chain relations marked that should have stayed current.
@@ -124,7 +129,11 @@ pub fn score_probe_item(item: &ProbeItem, response: &ProbeResponse) -> ItemScore
             .invalidated
             .as_ref()
             .map(|pred| score_invalidation(item, pred)),
-        axis_correct: response.axis_pred.map(|a| a == item.gold_axis),
+        axis_correct: if response.followup_failed {
+            Some(false)
+        } else {
+            response.axis_pred.map(|a| a == item.gold_axis)
+        },
     }
 }
 
@@ -145,7 +154,9 @@ fn canonical(relation: &str) -> String {
 }
 
 fn score_invalidation(item: &ProbeItem, predicted: &[String]) -> InvalidationScore {
-    let pred: Vec<String> = predicted.iter().map(|p| canonical(p)).collect();
+    let mut pred: Vec<String> = predicted.iter().map(|p| canonical(p)).collect();
+    pred.sort();
+    pred.dedup();
     let gold: Vec<String> = item
         .gold_invalidated
         .iter()
@@ -177,6 +188,7 @@ fn score_invalidation(item: &ProbeItem, predicted: &[String]) -> InvalidationSco
     InvalidationScore {
         hits,
         total: gold.len(),
+        predicted: pred.len(),
         positions,
         over: over.len(),
     }

@@ -23,6 +23,10 @@ pub struct Abstention {
 pub struct Invalidation {
     pub micro_recall: f64,
     pub macro_recall: f64,
+    /// Correct invalidations over all predicted ones (none predicted: no figure).
+    pub micro_precision: Option<f64>,
+    /// Mean per-item precision over items that predicted something.
+    pub macro_precision: Option<f64>,
     /// Asserted items: share that invalidated each chain position.
     pub by_chain_position: BTreeMap<String, f64>,
     /// Share of items that invalidated a chain relation that stays current.
@@ -47,13 +51,20 @@ pub struct ProbeReport {
     pub abstention: Abstention,
     pub invalidation: Option<Invalidation>,
     pub axis_acc: Option<f64>,
+    /// Samples whose follow-up answer broke its contract (counted wrong, never dropped).
+    pub followup_contract_failures: usize,
     /// Axis accuracy split by contradicted x axis.
     pub axis_acc_by: BTreeMap<String, f64>,
     pub outcomes: BTreeMap<Outcome, usize>,
-    /// Cochran-Armitage trend of post accuracy over hop depth, per contradicted arm.
+    /// Cochran-Armitage trend of post accuracy over hop depth, per contradicted arm, on
+    /// per-item shares of correct samples (seeds nested in items).
     pub depth_trend: BTreeMap<String, Option<Trend>>,
     /// Breakdown name -> cell label -> post accuracy.
     pub by: BTreeMap<String, BTreeMap<String, Estimate>>,
+    /// Propagation accuracy (post correct over samples whose pre answer was right) by
+    /// `hop_depth` and `hop_x_contradicted`: separates "never learned the chain" from
+    /// "did not carry the contradiction down it".
+    pub propagation: BTreeMap<String, BTreeMap<String, Estimate>>,
 }
 
 struct Sample<'a> {
@@ -97,6 +108,28 @@ fn majority(samples: &[Sample]) -> Option<f64> {
 }
 
 type KeyFn = fn(&ProbeItem) -> String;
+
+/// Post accuracy per cell of `key`, clustered by item; an empty key leaves a sample out.
+fn table(samples: &[&Sample], key: KeyFn) -> BTreeMap<String, Estimate> {
+    let mut cells: BTreeMap<String, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    for s in samples {
+        let k = key(s.item);
+        if !k.is_empty() {
+            cells
+                .entry(k)
+                .or_default()
+                .entry(s.item.probe_id.as_str())
+                .or_default()
+                .push(post_correct(s));
+        }
+    }
+    cells
+        .into_iter()
+        .filter_map(|(k, clusters)| {
+            mean_ci(&clusters.into_values().collect::<Vec<_>>()).map(|e| (k, e))
+        })
+        .collect()
+}
 
 fn is_withdrawal(i: &ProbeItem) -> bool {
     i.oracle_retractions.last().is_some_and(|r| !r.is_empty())
@@ -203,7 +236,15 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
                 e.1 += 1;
             }
         }
+        let predicted: usize = with_inv.iter().map(|(_, v)| v.predicted).sum();
+        let precisions: Vec<f64> = with_inv
+            .iter()
+            .filter_map(|(_, v)| ratio(v.hits, v.predicted))
+            .collect();
         Invalidation {
+            micro_precision: ratio(hits, predicted),
+            macro_precision: (!precisions.is_empty())
+                .then(|| precisions.iter().sum::<f64>() / precisions.len() as f64),
             micro_recall: ratio(hits, total).unwrap_or(1.0),
             macro_recall: macro_sum / with_inv.len() as f64,
             by_chain_position: positions
@@ -229,30 +270,22 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         }
     }
 
-    let mut by = BTreeMap::new();
-    for (name, key) in breakdowns() {
-        let mut cells: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
-        for s in &samples {
-            let k = key(s.item);
-            if !k.is_empty() {
-                cells.entry(k).or_default().push(s);
-            }
-        }
-        let table: BTreeMap<String, Estimate> = cells
-            .into_iter()
-            .filter_map(|(k, group)| {
-                let mut clusters: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-                for s in group {
-                    clusters
-                        .entry(s.item.probe_id.as_str())
-                        .or_default()
-                        .push(post_correct(s));
-                }
-                mean_ci(&clusters.into_values().collect::<Vec<_>>()).map(|e| (k, e))
-            })
-            .collect();
-        by.insert(name.to_string(), table);
-    }
+    let propagation = breakdowns()
+        .into_iter()
+        .filter(|(name, _)| matches!(*name, "hop_depth" | "hop_x_contradicted"))
+        .map(|(name, key)| {
+            let kept: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.score.pre.is_correct())
+                .collect();
+            (name.to_string(), table(&kept, key))
+        })
+        .collect();
+    let all: Vec<&Sample> = samples.iter().collect();
+    let by = breakdowns()
+        .into_iter()
+        .map(|(name, key)| (name.to_string(), table(&all, key)))
+        .collect();
 
     ProbeReport {
         system: system.to_string(),
@@ -281,6 +314,7 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         },
         invalidation,
         axis_acc: ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len()),
+        followup_contract_failures: pairs.iter().filter(|(_, r)| r.followup_failed).count(),
         axis_acc_by: axis_cells
             .into_iter()
             .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
@@ -288,6 +322,7 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         outcomes,
         depth_trend: depth_trends(pairs),
         by,
+        propagation,
     }
 }
 
@@ -337,10 +372,22 @@ impl ProbeReport {
                 opt(self.invalidation.as_ref().map(|i| i.macro_recall)),
             ),
             (
+                "invalidation micro precision",
+                opt(self.invalidation.as_ref().and_then(|i| i.micro_precision)),
+            ),
+            (
+                "invalidation macro precision",
+                opt(self.invalidation.as_ref().and_then(|i| i.macro_precision)),
+            ),
+            (
                 "over-invalidation",
                 opt(self.invalidation.as_ref().map(|i| i.over_invalidation)),
             ),
             ("axis accuracy", opt(self.axis_acc)),
+            (
+                "follow-up contract failures",
+                self.followup_contract_failures.to_string(),
+            ),
         ];
         for (k, v) in rows {
             let _ = writeln!(s, "| {k} | {v} |");
@@ -358,7 +405,10 @@ impl ProbeReport {
                 || "n/a".to_string(),
                 |t| format!("z = {:.2}, p = {}", t.z, fmt_p(t.p_value)),
             );
-            let _ = writeln!(s, "| depth trend, {arm} (Cochran-Armitage) | {v} |");
+            let _ = writeln!(
+                s,
+                "| depth trend, {arm} (Cochran-Armitage on item means) | {v} |"
+            );
         }
         let outcomes: Vec<String> = self
             .outcomes
@@ -376,6 +426,19 @@ impl ProbeReport {
             "\n| breakdown | cell | n | post accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
         );
         for (name, table) in &self.by {
+            for (cell, e) in table {
+                let _ = writeln!(
+                    s,
+                    "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
+                    e.clusters, e.mean, e.lo, e.hi
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\n| propagation (post given pre correct) | cell | n items | accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
+        );
+        for (name, table) in &self.propagation {
             for (cell, e) in table {
                 let _ = writeln!(
                     s,

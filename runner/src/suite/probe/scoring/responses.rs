@@ -98,6 +98,7 @@ pub fn pair_probe<'a>(
             post: line.post,
             invalidated: line.invalidated,
             axis_pred: line.axis_pred,
+            followup_failed: false,
         };
         out.push((*item, response));
     }
