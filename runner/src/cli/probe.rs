@@ -8,6 +8,7 @@ use runner::suite::probe::checker::{check_pit, check_probe, Stats};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{load_any, ProbeFile};
 use runner::suite::probe::prompts::{pit_prompts, probe_prompts};
+use runner::suite::probe::provenance::provenance;
 use runner::suite::probe::scoring::responses::{pair_pit, pair_probe};
 use runner::suite::probe::scoring::{compare_probe, score_pit, score_probe};
 use std::path::{Path, PathBuf};
@@ -171,6 +172,15 @@ fn stats(path: &std::path::Path) -> Result<ExitCode> {
 }
 
 fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+    let set = match &file {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let sha = sha256_hex(&bytes);
+            provenance(false, Some(&sha), &path.display().to_string())
+        }
+        None => provenance(true, None, "probe.json and probe_pit.json"),
+    };
     let files = match file {
         Some(path) => vec![load_any(&path)?],
         None => vec![
@@ -179,7 +189,7 @@ fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCod
         ],
     };
     let mut reports = Vec::new();
-    let mut text = String::new();
+    let mut text = format!("Set: {}.\n\n", set.description);
     for f in files {
         match f {
             ProbeFile::Probe(items) => {
@@ -202,6 +212,7 @@ fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCod
     if json {
         let mut obj = serde_json::Map::new();
         obj.insert("system".into(), system.name().into());
+        obj.insert("set".into(), serde_json::to_value(&set)?);
         for (k, v) in reports {
             obj.insert(k.into(), v);
         }
@@ -214,7 +225,13 @@ fn score(file: &Path, responses: &Path, system: &str, json: bool) -> Result<Exit
     let text = std::fs::read_to_string(responses)
         .with_context(|| format!("reading {}", responses.display()))?;
     let name = responses.display().to_string();
-    let (markdown, value) = match load_any(file)? {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let set = provenance(
+        false,
+        Some(&sha256_hex(&bytes)),
+        &file.display().to_string(),
+    );
+    let (markdown, mut value) = match load_any(file)? {
         ProbeFile::Probe(items) => {
             let pairs = pair_probe(&items, &text, &name)?;
             let refs: Vec<_> = pairs.iter().map(|(i, r)| (*i, r)).collect();
@@ -228,10 +245,13 @@ fn score(file: &Path, responses: &Path, system: &str, json: bool) -> Result<Exit
             (r.to_markdown(), serde_json::to_value(&r)?)
         }
     };
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("set".into(), serde_json::to_value(&set)?);
+    }
     if json {
         emit(&(serde_json::to_string_pretty(&value)? + "\n"))
     } else {
-        emit(&markdown)
+        emit(&format!("Set: {}.\n\n{markdown}", set.description))
     }
 }
 
