@@ -156,3 +156,60 @@ fn repeated_ids_and_labels_are_refused_with_file_and_field() {
         .to_string();
     assert_eq!(e, "empty.json: the Probe file holds no items");
 }
+
+#[test]
+fn followups_are_scored_and_contract_failures_counted_not_dropped() {
+    let w = workload(Some(1), None);
+    let item = &w.set().core_items()[0];
+    let jobs: Vec<&Job> = w
+        .jobs()
+        .iter()
+        .filter(|j| j.scenario == item.probe_id.as_str())
+        .collect();
+    let record = |job: &Job, seed: u64, text: &str| SampleRecord {
+        request_id: job.request.id.to_string(),
+        seed,
+        scenario: job.scenario.clone(),
+        condition: job.condition.clone(),
+        task: job.task.clone(),
+        step: job.step,
+        prompt_sha256: job.prompt_sha256.clone(),
+        text: text.to_string(),
+        tokens: 0,
+        finish_reason: crate::score::contract::FinishReason::Stop,
+        prefill_ms: 0.0,
+        decode_ms: 0.0,
+        scores: Value::Null,
+    };
+    let followup = jobs.iter().find(|j| j.task == "followup").unwrap();
+    let gold: Vec<String> = item.gold_invalidated.iter().map(|r| r.0.clone()).collect();
+    let right = serde_json::json!({"invalidated": gold, "axis": item.gold_axis}).to_string();
+    let s = w.score(&record(followup, 1, &right)).unwrap();
+    assert_eq!((s.correct, s.contract_failure), (Some(true), false));
+    let s = w
+        .score(&record(followup, 1, "It was an update, I think."))
+        .unwrap();
+    assert_eq!((s.correct, s.contract_failure), (Some(false), true));
+    assert_eq!(s.scores["category"], "invalid");
+
+    // Seed 1 answers the follow-up right, seed 2 breaks the contract.
+    let mut records = Vec::new();
+    for seed in [1, 2] {
+        for job in &jobs {
+            let text = match (job.task.as_str(), seed) {
+                ("pre", _) => item.gold_pre.to_string(),
+                ("post", _) => item.gold_post.to_string(),
+                (_, 1) => right.clone(),
+                _ => "no idea".to_string(),
+            };
+            records.push(record(job, seed, &text));
+        }
+    }
+    let report = w.run_report(&[("m".into(), records)], "t").unwrap();
+    let probe = report.systems[0].probe.as_ref().unwrap();
+    assert_eq!(probe.followup_contract_failures, 1);
+    assert_eq!(probe.axis_acc, Some(0.5));
+    let inv = probe.invalidation.as_ref().unwrap();
+    assert_eq!(inv.macro_recall, 0.5);
+    assert_eq!(inv.micro_precision, Some(1.0));
+}
