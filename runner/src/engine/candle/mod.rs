@@ -9,6 +9,7 @@ pub mod kv_cache;
 mod layers;
 pub mod llama;
 pub mod loader;
+mod nucleus;
 pub mod qwen2;
 pub mod sampler;
 mod vectorised;
