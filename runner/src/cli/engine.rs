@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use runner::engine::candle::bench::{sampler_bench, BenchTimes};
 use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::engine::candle::loader::{self, ModelFiles, Panel};
 use runner::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
@@ -230,6 +231,48 @@ pub struct BenchArgs {
     /// Runs per batch size; the medians are reported (a shared machine is noisy).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Token choice in the decode steps: greedy, or the protocol's top-p sampling.
+    #[arg(long, default_value = "greedy")]
+    sampling: String,
+    /// Only the sampler: time one decode step's token choice for each --batch size over
+    /// --vocab synthetic logits, today's full-vocabulary sampler beside the
+    /// candidate-set one, in alternating rounds (--repeat of them). No model is loaded.
+    #[arg(long)]
+    sampler: bool,
+    #[arg(long, default_value_t = 152_064)]
+    vocab: usize,
+}
+
+fn bench_sampling(name: &str) -> Result<Sampling> {
+    Ok(match name {
+        "greedy" => Sampling::Greedy,
+        "protocol" => Sampling::PROTOCOL,
+        other => bail!("unknown --sampling {other:?} (greedy, protocol)"),
+    })
+}
+
+/// `runner bench --sampler`: the sampler before and after, side by side.
+fn bench_sampler(args: &BenchArgs) -> Result<ExitCode> {
+    let sampling = bench_sampling(&args.sampling)?;
+    for &rows in &args.batch {
+        let t = sampler_bench(rows, args.vocab, args.repeat.max(1), sampling)?;
+        println!(
+            "{}",
+            json!({
+                "bench": "sampler",
+                "sampling": args.sampling,
+                "rows": rows,
+                "vocab": args.vocab,
+                "rounds": args.repeat.max(1),
+                "threads": rayon::current_num_threads(),
+                "reference_ms_per_step": t.reference_s * 1e3,
+                "candidates_ms_per_step": t.candidates_s * 1e3,
+                "speedup": t.reference_s / t.candidates_s,
+                "decided_by_candidates": t.decided,
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The median of some timings (the upper one of an even count).
@@ -248,6 +291,10 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
+    if args.sampler {
+        return bench_sampler(&args);
+    }
+    let sampling = bench_sampling(&args.sampling)?;
     let choice: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let (device, warning) = select_device(choice)?;
     if let Some(w) = warning {
@@ -295,14 +342,17 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", p.display()))?;
     }
     // One untimed pass warms allocators and thread pools.
-    engine.bench_run(&prompts[..1], 2)?;
+    engine.bench_run(&prompts[..1], 2, sampling)?;
     for &b in &args.batch {
         let runs = (0..args.repeat.max(1))
-            .map(|_| engine.bench_run(&prompts[..b], args.new_tokens))
+            .map(|_| engine.bench_run(&prompts[..b], args.new_tokens, sampling))
             .collect::<Result<Vec<_>, _>>()?;
         let prefill_s = median(runs.iter().map(|t| t.prefill_s));
         let decode_s = median(runs.iter().map(|t| t.decode_s));
         let decoded = (b * args.new_tokens.saturating_sub(1)) as f64;
+        let steps = args.new_tokens.max(1) as f64;
+        let per_step_ms = |f: &dyn Fn(&BenchTimes) -> f64| median(runs.iter().map(f)) * 1e3 / steps;
+        let choice = runs[0].breakdown.choice;
         println!(
             "{}",
             json!({
@@ -317,6 +367,17 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
                 "decode_tok_per_s": decoded / decode_s,
                 "kv_cache_mib": runs[0].kv_bytes as f64 / (1024.0 * 1024.0),
                 "peak_rss_mib": peak_rss_mib(),
+                "sampling": args.sampling,
+                "step_ms": {
+                    "forward": per_step_ms(&|t| t.breakdown.forward_s),
+                    "transfer": per_step_ms(&|t| t.breakdown.choice.transfer_s),
+                    "sampler": per_step_ms(&|t| t.breakdown.choice.sampler_s),
+                },
+                "transfers_per_step": choice.transfers as f64 / steps,
+                "transfer_bytes_per_step": choice.transfer_bytes as f64 / steps,
+                "select_half_ms": median(runs.iter().map(|t| t.breakdown.select_s)) * 1e3,
+                "select_half_whole_buffers_ms": median(runs.iter().map(|t| t.breakdown.select_whole_s)) * 1e3,
+                "select_half_copied_mib": runs[0].breakdown.select_bytes as f64 / (1024.0 * 1024.0),
             })
         );
     }

@@ -7,7 +7,8 @@
 //! (to fork one prefill into several seeds), and caches of separately prefilled groups
 //! can be joined.
 
-use candle_core::{Result, Tensor};
+use candle_core::backend::{BackendDevice, BackendStorage};
+use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, Result, Shape, Tensor};
 
 /// Keys and values live in buffers with room for more slots than they hold, written in
 /// place: appending by concatenation would copy the whole cache at every decode step.
@@ -20,6 +21,8 @@ pub struct KvCache {
     slots: usize,
     /// Slots the next allocation should make room for (see [`KvCache::reserve`]).
     wanted: usize,
+    /// Bytes copied by [`KvCache::select`] so far (benchmarks report it).
+    selected_bytes: usize,
 }
 
 /// Where the tokens of one forward step land, as the attention mask and RoPE see them.
@@ -92,6 +95,7 @@ impl KvCache {
             pad,
             slots: 0,
             wanted: 0,
+            selected_bytes: 0,
         }
     }
 
@@ -167,7 +171,9 @@ impl KvCache {
         self.slots += new;
     }
 
-    /// Keeps the given rows, in the given order; an index may repeat (fork).
+    /// Keeps the given rows, in the given order; an index may repeat (fork). Leading
+    /// slots that are padding in every kept row are dropped on the way. Only the slots
+    /// in use are copied, once: not the reserved tail, and not a second time to trim.
     pub fn select(&mut self, rows: &[usize]) -> Result<()> {
         if rows.is_empty() {
             self.layers.iter_mut().for_each(|l| *l = None);
@@ -175,14 +181,41 @@ impl KvCache {
             self.slots = 0;
             return Ok(());
         }
-        let device = self.device();
-        if let Some(device) = device {
+        if let Some(&bad) = rows.iter().find(|&&r| r >= self.rows()) {
+            candle_core::bail!("selecting row {bad} of a cache of {} rows", self.rows())
+        }
+        let pad: Vec<usize> = rows.iter().map(|&r| self.pad[r]).collect();
+        let drop = pad.iter().copied().min().unwrap_or(0);
+        for (k, v) in self.layers.iter_mut().flatten() {
+            let gather = GatherSlots {
+                rows: rows.to_vec(),
+                first: drop,
+                len: self.slots - drop,
+                cap: k.dim(2)? - drop,
+            };
+            *k = k.apply_op1_no_bwd(&gather)?;
+            *v = v.apply_op1_no_bwd(&gather)?;
+            let (_, heads, _, d) = k.dims4()?;
+            self.selected_bytes +=
+                2 * rows.len() * heads * gather.len * d * k.dtype().size_in_bytes();
+        }
+        self.pad = pad.iter().map(|p| p - drop).collect();
+        self.slots -= drop;
+        Ok(())
+    }
+
+    /// [`KvCache::select`] as it was before the used-slot gather: every buffer copied
+    /// whole (reserved tail included), then copied again to drop shared padding. Kept
+    /// so that `runner bench` can measure the two side by side.
+    pub fn select_copying_whole_buffers(&mut self, rows: &[usize]) -> Result<()> {
+        if let Some(&bad) = rows.iter().find(|&&r| r >= self.rows()) {
+            candle_core::bail!("selecting row {bad} of a cache of {} rows", self.rows())
+        }
+        for (k, v) in self.layers.iter_mut().flatten() {
             let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-            let idx = Tensor::new(idx.as_slice(), &device)?;
-            for (k, v) in self.layers.iter_mut().flatten() {
-                *k = k.index_select(&idx, 0)?;
-                *v = v.index_select(&idx, 0)?;
-            }
+            let idx = Tensor::new(idx.as_slice(), k.device())?;
+            *k = k.index_select(&idx, 0)?;
+            *v = v.index_select(&idx, 0)?;
         }
         self.pad = rows.iter().map(|&r| self.pad[r]).collect();
         self.trim()
@@ -238,18 +271,16 @@ impl KvCache {
             pad,
             slots,
             wanted,
+            selected_bytes: 0,
         };
         joined.reserve(wanted)?;
         joined.trim()?;
         Ok(joined)
     }
 
-    fn device(&self) -> Option<candle_core::Device> {
-        self.layers
-            .iter()
-            .flatten()
-            .next()
-            .map(|(k, _)| k.device().clone())
+    /// Bytes [`KvCache::select`] has copied since the cache was made.
+    pub fn selected_bytes(&self) -> usize {
+        self.selected_bytes
     }
 
     /// Bytes held by key and value buffers (used and reserved).
@@ -259,6 +290,64 @@ impl KvCache {
             .flatten()
             .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
             .sum()
+    }
+}
+
+/// Gathers rows of a (rows, heads, capacity, d) buffer into a new one of `cap` slots per
+/// row, holding slots `first..first + len` of each chosen row at the front and zeros
+/// after them. A run of consecutive source rows is one 2-D copy (heads x run lines), so
+/// dropping finished rows costs a copy per run of survivors, a fork one per row.
+struct GatherSlots {
+    rows: Vec<usize>,
+    first: usize,
+    len: usize,
+    cap: usize,
+}
+
+impl GatherSlots {
+    fn run<S>(&self, src: &S, layout: &Layout) -> Result<(S, Shape)>
+    where
+        S: BackendStorage,
+        S::Device: BackendDevice<Storage = S>,
+    {
+        let (_, heads, src_cap, d) = layout.shape().dims4()?;
+        if !layout.is_contiguous() || self.first + self.len > src_cap || self.len > self.cap {
+            candle_core::bail!("gather-slots: a contiguous buffer with the slots asked for")
+        }
+        let shape = Shape::from((self.rows.len(), heads, self.cap, d));
+        let mut dst = src.device().zeros_impl(&shape, src.dtype())?;
+        let mut i = 0;
+        while i < self.rows.len() {
+            let mut run = 1;
+            while i + run < self.rows.len() && self.rows[i + run] == self.rows[i] + run {
+                run += 1;
+            }
+            src.copy2d(
+                &mut dst,
+                run * heads,
+                self.len * d,
+                src_cap * d,
+                self.cap * d,
+                layout.start_offset() + (self.rows[i] * heads * src_cap + self.first) * d,
+                i * heads * self.cap * d,
+            )?;
+            i += run;
+        }
+        Ok((dst, shape))
+    }
+}
+
+impl CustomOp1 for GatherSlots {
+    fn name(&self) -> &'static str {
+        "gather-slots"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        self.run(storage, layout)
+    }
+
+    fn cuda_fwd(&self, storage: &CudaStorage, layout: &Layout) -> Result<(CudaStorage, Shape)> {
+        self.run(storage, layout)
     }
 }
 
@@ -361,6 +450,46 @@ mod tests {
         assert_eq!(c.slots(), 2);
         assert_eq!(c.lengths(), vec![2, 2, 2]);
         assert_eq!(c.layers[0].as_ref().unwrap().0.dims4()?, (3, 1, 2, 2));
+        Ok(())
+    }
+
+    #[test]
+    fn select_copies_the_used_slots_of_the_chosen_rows_in_order() -> Result<()> {
+        // Five rows whose every slot holds 100 * row + slot, with room for 12 slots.
+        let (rows, heads, slots, d) = (5, 2, 7, 3);
+        let mut c = KvCache::new(1, vec![3, 1, 4, 2, 0]);
+        c.reserve(12)?;
+        let mut data = Vec::new();
+        for r in 0..rows {
+            for _ in 0..heads {
+                for s in 0..slots {
+                    data.extend(std::iter::repeat_n((100 * r + s) as f32, d));
+                }
+            }
+        }
+        let kv = Tensor::from_vec(data, (rows, heads, slots, d), &Device::Cpu)?;
+        c.append(0, &kv, &kv)?;
+        c.advance(slots);
+        // Rows 2, 3 and 0 (a run and a single row), then a fork of row 3.
+        c.select(&[2, 3, 0, 3])?;
+        assert_eq!(c.pad(), &[2, 0, 1, 0]);
+        assert_eq!(c.slots(), 5);
+        let (k, v) = c.layers[0].clone().unwrap();
+        assert_eq!(k.dims4()?, (4, heads, 10, d));
+        for (i, src) in [2usize, 3, 0, 3].into_iter().enumerate() {
+            for t in [&k, &v] {
+                let row: Vec<Vec<f32>> = t.get(i)?.get(1)?.to_vec2()?;
+                for (s, slot) in row.iter().enumerate() {
+                    let want = if s < 5 {
+                        (100 * src + s + 2) as f32
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(slot, &vec![want; d], "row {i} slot {s}");
+                }
+            }
+        }
+        assert!(c.select(&[4]).is_err(), "a row that is no longer there");
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! The candle engine: model files per architecture, an engine-owned batched KV cache,
 //! a scheduler that prefills each prompt once and forks it per seed, and the sampler.
 
+pub mod bench;
 pub mod chat_template;
 mod cpu_attention;
 pub mod fixture;
@@ -9,18 +10,20 @@ pub mod kv_cache;
 mod layers;
 pub mod llama;
 pub mod loader;
+mod nucleus;
 pub mod qwen2;
 pub mod sampler;
+pub mod step;
 mod vectorised;
 
 use crate::engine::{
     Backend, EngineError, FinishReason, Prompt, Request, RequestId, Sample, Sampling, Timings,
 };
+pub use bench::{BenchBreakdown, BenchTimes};
 use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
 use kv_cache::KvCache;
 use loader::ModelFiles;
-use rayon::prelude::*;
 use sampler::StreamKey;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -78,7 +81,15 @@ fn cuda_device(n: usize) -> Result<Device, EngineError> {
     // Some CUDA initialisation failures panic inside the driver bindings instead of
     // returning an error; the fallback must survive them.
     match std::panic::catch_unwind(|| Device::new_cuda(n)) {
-        Ok(Ok(d)) => Ok(d),
+        Ok(Ok(d)) => {
+            if let Device::Cuda(cuda) = &d {
+                // Safety: the engine issues all its work on the device's one stream, in
+                // order, so no tensor is used on another stream; the two CUDA events that
+                // cudarc records per allocation to order streams are pure overhead here.
+                unsafe { cuda.disable_event_tracking() };
+            }
+            Ok(d)
+        }
         Ok(Err(e)) => Err(EngineError::Device(format!(
             "CUDA device {n} is not usable: {e}"
         ))),
@@ -164,14 +175,6 @@ fn read_json<T: serde::de::DeserializeOwned>(
         path: path.to_path_buf(),
         message: e.to_string(),
     })
-}
-
-/// Wall-clock seconds of a benchmark run and the KV cache it ended with.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BenchTimes {
-    pub prefill_s: f64,
-    pub decode_s: f64,
-    pub kv_bytes: usize,
 }
 
 /// A loaded model with its tokenizer and chat template, ready to decode.
@@ -332,11 +335,12 @@ impl Engine {
     /// padding; used by parity and batch-invariance tests.
     pub fn prompt_logits(&self, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
         let (logits, _) = self.prefill(prompts)?;
-        Ok(logits)
+        Ok(logits.to_vec2()?)
     }
 
-    /// Prefills prompts in groups that respect the token budget and joins their caches.
-    fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Vec<Vec<f32>>, KvCache), EngineError> {
+    /// Prefills prompts in groups that respect the token budget and joins their caches;
+    /// the logits (prompts, vocab) stay on the device.
+    fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache), EngineError> {
         let mut logits = Vec::with_capacity(prompts.len());
         let mut caches = Vec::new();
         let mut start = 0;
@@ -362,7 +366,7 @@ impl Engine {
             let tokens = Tensor::from_vec(ids, (group.len(), longest), &self.device)?;
             let mut cache = KvCache::new(self.model.layers(), pad);
             let out = self.model.forward(&tokens, &mut cache)?;
-            logits.extend(out.to_vec2::<f32>()?);
+            logits.push(out);
             caches.push(cache);
             start = end;
         }
@@ -371,39 +375,12 @@ impl Engine {
         } else {
             KvCache::join(caches)?
         };
+        let logits = if logits.len() == 1 {
+            logits.pop().expect("one part")
+        } else {
+            Tensor::cat(&logits, 0)?
+        };
         Ok((logits, cache))
-    }
-
-    /// A fixed-shape run for benchmarks: prefills `prompts` together (within the
-    /// prefill budget), then runs exactly `new_tokens` greedy steps for every row,
-    /// ignoring stop tokens so that every configuration does the same work.
-    pub fn bench_run(
-        &self,
-        prompts: &[Vec<u32>],
-        new_tokens: usize,
-    ) -> Result<BenchTimes, EngineError> {
-        let t0 = Instant::now();
-        let (logits, mut cache) = self.prefill(prompts)?;
-        cache.reserve(cache.slots() + new_tokens)?;
-        let prefill_s = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
-        let mut next: Vec<u32> = logits
-            .iter()
-            .map(|l| sampler::choose(l, Sampling::Greedy, 0.0))
-            .collect();
-        for _ in 1..new_tokens {
-            let tokens = Tensor::from_vec(next, (prompts.len(), 1), &self.device)?;
-            let logits = self.model.forward(&tokens, &mut cache)?.to_vec2::<f32>()?;
-            next = logits
-                .par_iter()
-                .map(|l| sampler::choose(l, Sampling::Greedy, 0.0))
-                .collect();
-        }
-        Ok(BenchTimes {
-            prefill_s,
-            decode_s: t1.elapsed().as_secs_f64(),
-            kv_bytes: cache.bytes(),
-        })
     }
 
     /// Decodes a group of requests that fits the row limit together.
@@ -422,12 +399,13 @@ impl Engine {
         }
         let t0 = Instant::now();
         let (prompt_logits, mut cache) = self.prefill(prompts)?;
+        // Kernels run asynchronously on a GPU: the prefill ends when they do.
+        self.device.synchronize()?;
         let prefill_s = t0.elapsed().as_secs_f64();
 
         // Fork: one cache row and one logits row per (request, seed).
         let mut fork = Vec::new();
         let mut rows = Vec::new();
-        let mut logits = Vec::new();
         for (i, r) in group.iter().enumerate() {
             for &seed in &r.seeds {
                 fork.push(i);
@@ -438,22 +416,30 @@ impl Engine {
                     tokens: Vec::new(),
                     decode_s: 0.0,
                 });
-                logits.push(prompt_logits[i].clone());
             }
         }
+        let fork_ids: Vec<u32> = fork.iter().map(|&i| i as u32).collect();
+        let mut logits =
+            prompt_logits.index_select(&Tensor::new(fork_ids.as_slice(), &self.device)?, 0)?;
         cache.select(&fork)?;
+        let mut stats = step::ChoiceStats::default();
         let group_rows = fork.len();
         let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
         cache.reserve(cache.slots() + longest)?;
 
+        // A step runs from its forward pass until its tokens are chosen: on a GPU the
+        // forward pass only queues kernels, and the wait falls in the logits transfer.
+        let mut step_start: Option<Instant> = None;
         loop {
-            let next: Vec<u32> = rows
-                .par_iter()
-                .zip(logits.par_iter())
-                .map(|(row, l)| {
-                    sampler::choose(l, row.request.sampling, row.key.uniform(row.tokens.len()))
-                })
+            let draws: Vec<(Sampling, f64)> = rows
+                .iter()
+                .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
                 .collect();
+            let next = step::next_tokens(&logits, &draws, &mut stats)?;
+            if let Some(t) = step_start.take() {
+                let dt = t.elapsed().as_secs_f64();
+                rows.iter_mut().for_each(|r| r.decode_s += dt);
+            }
             let mut keep = Vec::new();
             let mut kept_rows = Vec::new();
             for (i, (mut row, tok)) in rows.into_iter().zip(next).enumerate() {
@@ -498,15 +484,13 @@ impl Engine {
                     "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
                 )));
             }
-            let t = Instant::now();
+            step_start = Some(Instant::now());
             let last: Vec<u32> = rows
                 .iter()
                 .map(|r| *r.tokens.last().expect("a token was pushed"))
                 .collect();
             let tokens = Tensor::from_vec(last, (rows.len(), 1), &self.device)?;
-            logits = self.model.forward(&tokens, &mut cache)?.to_vec2::<f32>()?;
-            let dt = t.elapsed().as_secs_f64();
-            rows.iter_mut().for_each(|r| r.decode_s += dt);
+            logits = self.model.forward(&tokens, &mut cache)?;
         }
     }
 }

@@ -4,6 +4,7 @@
 //! stream rather than a stateful generator, so a sample's tokens do not depend on which
 //! other sequences share its batch, on their order, or on how many steps they ran.
 
+use super::nucleus::{self, Draw};
 use crate::engine::{RequestId, Sampling};
 use sha2::{Digest, Sha256};
 
@@ -45,20 +46,46 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Chooses a token from one row of logits with the uniform draw `u`.
+/// Chooses a token from one row of logits with the uniform draw `u`. Top-p draws from a
+/// candidate set ([`super::nucleus`]) and falls back to the full-vocabulary reference
+/// where that cannot decide; the token is [`choose_reference`]'s in every case.
 pub fn choose(logits: &[f32], sampling: Sampling, u: f64) -> u32 {
+    match sampling {
+        Sampling::TopP { temperature, top_p } if !is_greedy(sampling) => {
+            let (t, p) = (temperature as f64, top_p as f64);
+            match nucleus::top_p_draw(logits, t, p, u) {
+                Draw::Token(token) => token,
+                Draw::Reference => reference_top_p(logits, t, p, u),
+            }
+        }
+        _ => argmax(logits),
+    }
+}
+
+/// The sampler as it was before candidate sets: every top-p draw weighs the whole
+/// vocabulary. Kept as the reference that [`choose`] must match bit for bit.
+pub fn choose_reference(logits: &[f32], sampling: Sampling, u: f64) -> u32 {
     match sampling {
         Sampling::Greedy => argmax(logits),
         Sampling::TopP { temperature, top_p } => {
             if temperature <= 0.0 {
                 return argmax(logits);
             }
-            top_p_draw(logits, temperature as f64, top_p as f64, u)
+            reference_top_p(logits, temperature as f64, top_p as f64, u)
         }
     }
 }
 
-fn argmax(logits: &[f32]) -> u32 {
+/// Whether a row's token can be chosen from its logits' maximum alone.
+pub fn is_greedy(sampling: Sampling) -> bool {
+    match sampling {
+        Sampling::Greedy => true,
+        Sampling::TopP { temperature, .. } => temperature <= 0.0,
+    }
+}
+
+/// The highest logit, the lowest id among equals; a NaN in slot 0 wins, other NaNs lose.
+pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0usize;
     for (i, &l) in logits.iter().enumerate() {
         if l > logits[best] {
@@ -68,7 +95,7 @@ fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
-fn top_p_draw(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> u32 {
+pub fn reference_top_p(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> u32 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let weights: Vec<f64> = logits
         .iter()
@@ -110,6 +137,11 @@ fn top_p_draw(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> u32 {
         if mass >= target {
             break;
         }
+    }
+    // No token has a finite weight (every logit -inf, or NaN where the maximum is -inf):
+    // there is no distribution to draw from, and the highest logit is the only answer.
+    if kept == 0 {
+        return argmax(logits);
     }
     let nucleus = &candidates[..kept];
     let point = u * mass;
