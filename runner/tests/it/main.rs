@@ -13,4 +13,5 @@ mod probe_generator;
 mod probe_loader;
 mod run_creg;
 mod run_probe;
+mod score_fuzz;
 mod score_reports;
