@@ -439,6 +439,12 @@ pub struct RunReading {
 /// Reads a run folder for scoring: refused while a writer holds it, without a
 /// manifest, or when its journal holds samples of another identity.
 pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
+    if !dir.join(MANIFEST_FILE).is_file() {
+        return Err(JournalError::BadManifest {
+            path: dir.join(MANIFEST_FILE),
+            message: "missing: not a run folder (outputs/<model>/<run>)".into(),
+        });
+    }
     let lock = RunLock::shared(dir).or_else(|e| match e {
         // A folder that cannot take a lock file (read-only media) is still read.
         LockError::Io { .. } if dir.join(MANIFEST_FILE).exists() => RunLock::none(),

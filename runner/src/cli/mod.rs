@@ -119,6 +119,19 @@ mod tests {
         );
         assert_eq!(said.matches(&text).count(), 1);
     }
+
+    #[test]
+    fn an_unreachable_hub_points_at_the_cache_and_offline_mode() {
+        let err = anyhow::anyhow!(
+            "downloading config.json of Qwen/Qwen2.5-7B-Instruct failed: io: Connection refused"
+        )
+        .context("loading qwen2.5-7b");
+        let said = describe(&err);
+        assert!(
+            said.contains("HF_HUB_OFFLINE=1") && said.contains("HF_HOME"),
+            "{said}"
+        );
+    }
 }
 
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {

@@ -37,23 +37,26 @@ pub struct Extracted {
     pub repairs: Vec<Repair>,
 }
 
-/// How many openings may be repaired (trailing commas dropped, a cut-off tail closed)
-/// before the text is given up on. Each repair is a pass over the rest of the text, so
-/// the cap is what keeps a degenerate output (a megabyte of `{`) linear in its length.
-const REPAIR_TRIES: usize = 16;
+/// How many balanced openings may get a second try without trailing commas, and how
+/// many cut-off openings may be closed, before the text is given up on. Each is a pass
+/// over the rest of the text, so the caps are what keep a degenerate output (a megabyte
+/// of `{`) linear in its length. A cut-off answer is almost always the first opening
+/// still open at the end, so few closing tries are needed.
+const COMMA_TRIES: usize = 16;
+const CLOSING_TRIES: usize = 4;
 
 /// The first JSON object in `text` that parses, trying each `{` in turn: first as it
 /// stands, then with trailing commas dropped, then with a truncated tail closed.
 ///
 /// One pass over the text finds where every opening closes (braces in strings do not
 /// count); a try that parses as it stands costs only as far as serde reads before it
-/// fails, and at most [`REPAIR_TRIES`] openings get a repair pass.
+/// fails, and at most [`COMMA_TRIES`] and [`CLOSING_TRIES`] openings get a repair pass.
 pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
     let openings = openings(text);
     if openings.is_empty() {
         return Err(NoObject::NoBrace);
     }
-    let mut repairs_left = REPAIR_TRIES;
+    let (mut comma_tries, mut closing_tries) = (COMMA_TRIES, CLOSING_TRIES);
     // Left to right: a balanced object is tried as it stands and without trailing
     // commas; an unbalanced one is a cut-off tail and is closed.
     for (start, end) in openings {
@@ -68,8 +71,8 @@ pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
                 }
                 // Dropping trailing commas can only help when a trailing comma is the
                 // first thing serde trips on: the text before it is left as it was.
-                Err(e) if e.to_string().starts_with("trailing comma") && repairs_left > 0 => {
-                    repairs_left -= 1;
+                Err(e) if is_trailing_comma(&e) && comma_tries > 0 => {
+                    comma_tries -= 1;
                     let cleaned = drop_trailing_commas(candidate);
                     if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&cleaned) {
                         return Ok(Extracted {
@@ -82,14 +85,14 @@ pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
             }
             continue;
         }
-        if repairs_left == 0 {
-            break;
+        if closing_tries == 0 {
+            continue;
         }
-        repairs_left -= 1;
+        closing_tries -= 1;
         let tail = &text[start..];
         let mut repairs = vec![Repair::ClosedTruncation];
         let mut parsed = serde_json::from_str::<Value>(&close_truncated(tail));
-        if parsed.is_err() {
+        if matches!(&parsed, Err(e) if is_trailing_comma(e)) {
             parsed = serde_json::from_str::<Value>(&close_truncated(&drop_trailing_commas(tail)));
             repairs.insert(0, Repair::TrailingComma);
         }
@@ -98,6 +101,10 @@ pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
         }
     }
     Err(NoObject::Unparseable)
+}
+
+fn is_trailing_comma(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("trailing comma")
 }
 
 /// Every `{` that may open the answer, in order, with the end of its balanced `{...}`
@@ -303,6 +310,31 @@ mod tests {
             json!({}),
             "a number that may be cut is not trusted"
         );
+    }
+
+    #[test]
+    fn an_object_inside_a_broken_one_is_still_found() {
+        let got = extract_object("{answer: {\"a\": 1}} and {\"b\": 2}").unwrap();
+        assert_eq!(got.value, json!({"a": 1}));
+        let got = extract_object("{{{{ {\"a\": [1,],}").unwrap();
+        assert_eq!(got.value, json!({"a": [1]}));
+        assert_eq!(got.repairs, vec![Repair::TrailingComma]);
+    }
+
+    #[test]
+    fn degenerate_inputs_take_time_linear_in_their_length() {
+        // The old extractor took seconds on 2 KB of `{` and hours on 1 MB; the bound
+        // is loose for a busy machine and an unoptimised build.
+        let mb = 1 << 20;
+        for text in [
+            "{".repeat(mb),
+            format!("{{\"a\": {}{}}}", "[".repeat(mb / 2), "]".repeat(mb / 2)),
+            "{\"a\": [1,],".repeat(mb / 12),
+        ] {
+            let t = std::time::Instant::now();
+            let _ = extract_object(&text);
+            assert!(t.elapsed().as_secs_f64() < 5.0, "{:?}", &text[..10]);
+        }
     }
 
     #[test]

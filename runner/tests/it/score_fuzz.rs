@@ -155,9 +155,10 @@ fn a_megabyte_of_braces_or_nested_arrays_scores_in_well_under_a_second() {
             let t = Instant::now();
             let score = score_text(&suite[0], q, text, finish).unwrap();
             let took = t.elapsed();
-            // Measured at about 10 ms on an idle core (see `runner score --bench`); the bound
-            // is loose for busy CI machines, and the old cubic extractor took hours.
-            assert!(took < Duration::from_secs(2), "{:?}: {took:?}", &text[..12]);
+            // Milliseconds in a release build (`runner score --bench`); the bound is loose
+            // for busy CI machines and the test profile. The old cubic extractor took
+            // hours on a megabyte of `{`.
+            assert!(took < Duration::from_secs(5), "{:?}: {took:?}", &text[..12]);
             assert_eq!(
                 score.category(),
                 if finish == FinishReason::Stop {
