@@ -29,9 +29,30 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// Where [`rebind`] moves the lines of another identity.
 pub const FOREIGN_FILE: &str = "journal.foreign.jsonl";
 
-/// The hash a journal line carries: SHA-256 of the identity's compact JSON.
+/// The hash a journal line carries: SHA-256 of the identity's compact JSON, keys
+/// sorted and null fields left out, as [`differences`] treats a null and an absent field alike (a
+/// merged run's identity drops the shard that an unsharded run writes as null).
 pub fn identity_sha256(identity: &Value) -> String {
-    crate::digest::sha256_hex(identity.to_string().as_bytes())
+    fn without_nulls(v: &Value) -> Value {
+        match v {
+            // Sorted: key order is not part of an identity (and removing a key from
+            // an order-preserving map moves another).
+            Value::Object(m) => {
+                let mut fields: Vec<(&String, &Value)> =
+                    m.iter().filter(|(_, x)| !x.is_null()).collect();
+                fields.sort_by_key(|(k, _)| *k);
+                Value::Object(
+                    fields
+                        .into_iter()
+                        .map(|(k, x)| (k.clone(), without_nulls(x)))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+            other => other.clone(),
+        }
+    }
+    crate::digest::sha256_hex(without_nulls(identity).to_string().as_bytes())
 }
 
 /// A journal line: the record and the identity it was written under.
@@ -900,5 +921,14 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_identity_hash_ignores_key_order_and_null_fields() {
+        let a = json!({"suite": {"x": 1, "y": [1, 2]}, "shard": null, "model": "m"});
+        let b = json!({"model": "m", "suite": {"y": [1, 2], "x": 1}});
+        assert_eq!(identity_sha256(&a), identity_sha256(&b));
+        let c = json!({"model": "m", "suite": {"y": [2, 1], "x": 1}});
+        assert_ne!(identity_sha256(&a), identity_sha256(&c));
     }
 }

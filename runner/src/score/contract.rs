@@ -319,8 +319,8 @@ pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
             "distribution.normal",
         )?;
         let sum = a + n;
-        // Divided by the larger first, so that huge figures cannot overflow the sum:
-        // {1e308, 1e308} is 0.5/0.5.
+        // Where the sum overflows, both are divided by the larger first: {1e308, 1e308}
+        // is 0.5/0.5.
         let larger = a.max(n);
         if larger <= 0.0 {
             return Err(Invalid::BadDistribution(
@@ -359,7 +359,11 @@ pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
         }
         Ok(BeliefAnswer {
             target,
-            p_anomalous: (a / larger) / (a / larger + n / larger),
+            p_anomalous: if sum.is_finite() {
+                a / sum
+            } else {
+                (a / larger) / (a / larger + n / larger)
+            },
             top_state,
             supporting_evidence,
             contradicting_evidence,
