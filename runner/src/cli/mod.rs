@@ -99,6 +99,24 @@ fn describe(err: &anyhow::Error) -> String {
     out
 }
 
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => run::run_command(args),
+        Command::Score(args) => run::score(args),
+        Command::Merge(args) => run::merge(args),
+        Command::Journal(cmd) => journal::run(cmd),
+        Command::Smoke(args) => smoke::smoke(args),
+        Command::Suite(cmd) => suite::run(cmd),
+        Command::Probe(cmd) => probe::run(cmd),
+        Command::Baseline(args) => score::baseline(args),
+        Command::Render(args) => render::run(args),
+        Command::Generate(args) => engine::generate(args),
+        Command::Fixture(args) => engine::fixture(args),
+        Command::Models(args) => engine::models(args),
+        Command::Bench(args) => engine::bench(args),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::describe;
@@ -131,23 +149,5 @@ mod tests {
             said.contains("HF_HUB_OFFLINE=1") && said.contains("HF_HOME"),
             "{said}"
         );
-    }
-}
-
-fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
-    match command {
-        Command::Run(args) => run::run_command(args),
-        Command::Score(args) => run::score(args),
-        Command::Merge(args) => run::merge(args),
-        Command::Journal(cmd) => journal::run(cmd),
-        Command::Smoke(args) => smoke::smoke(args),
-        Command::Suite(cmd) => suite::run(cmd),
-        Command::Probe(cmd) => probe::run(cmd),
-        Command::Baseline(args) => score::baseline(args),
-        Command::Render(args) => render::run(args),
-        Command::Generate(args) => engine::generate(args),
-        Command::Fixture(args) => engine::fixture(args),
-        Command::Models(args) => engine::models(args),
-        Command::Bench(args) => engine::bench(args),
     }
 }
