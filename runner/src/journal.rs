@@ -5,10 +5,20 @@
 //! (a crash mid-write) is cut off without touching the lines before it, and a journal
 //! whose manifest differs in anything that defines the run is refused, naming the
 //! fields that differ. Nothing already written is ever rewritten.
+//!
+//! Each line carries the SHA-256 of the identity it was written under
+//! (`identity_sha256`), so a journal stays bound to its run even when its manifest is
+//! deleted or replaced: lines of another identity are refused, never resumed or scored.
+//! Lines written before that binding existed carry no hash; they are trusted only
+//! beside a manifest (see [`rebind`]). One process writes a run folder at a time
+//! ([`lock`]).
 
+pub mod lock;
+
+use lock::{LockError, RunLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -16,10 +26,55 @@ use thiserror::Error;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// Where [`rebind`] moves the lines of another identity.
+pub const FOREIGN_FILE: &str = "journal.foreign.jsonl";
+
+/// The hash a journal line carries: SHA-256 of the identity's compact JSON, keys
+/// sorted and null fields left out, as [`differences`] treats a null and an absent field alike (a
+/// merged run's identity drops the shard that an unsharded run writes as null).
+pub fn identity_sha256(identity: &Value) -> String {
+    fn without_nulls(v: &Value) -> Value {
+        match v {
+            // Sorted: key order is not part of an identity (and removing a key from
+            // an order-preserving map moves another).
+            Value::Object(m) => {
+                let mut fields: Vec<(&String, &Value)> =
+                    m.iter().filter(|(_, x)| !x.is_null()).collect();
+                fields.sort_by_key(|(k, _)| *k);
+                Value::Object(
+                    fields
+                        .into_iter()
+                        .map(|(k, x)| (k.clone(), without_nulls(x)))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+            other => other.clone(),
+        }
+    }
+    crate::digest::sha256_hex(without_nulls(identity).to_string().as_bytes())
+}
+
+/// A journal line: the record and the identity it was written under.
+#[derive(Deserialize)]
+struct LineIn {
+    #[serde(flatten)]
+    record: SampleRecord,
+    #[serde(default)]
+    identity_sha256: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LineOut<'a> {
+    #[serde(flatten)]
+    record: &'a SampleRecord,
+    identity_sha256: &'a str,
+}
 
 /// A run's manifest: `identity` defines the run (resuming requires it to be equal);
 /// `context` records where and when it ran and may differ between sessions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Manifest {
     pub identity: Value,
     pub context: Value,
@@ -55,17 +110,39 @@ impl SampleRecord {
 
 #[derive(Debug, Error)]
 pub enum JournalError {
-    #[error("{path}: cannot {action}: {source}{hint}")]
+    // The cause is in the message, so it is not also a `source` (it would print twice).
+    #[error("{path}: cannot {action}: {cause}{hint}")]
     Io {
         path: PathBuf,
         action: &'static str,
-        source: std::io::Error,
+        cause: std::io::Error,
         hint: &'static str,
     },
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(
+        "{path}: {foreign} of its {total} samples were written under another run's identity \
+         (sha256 {other}), not this folder's{ours}. {next}"
+    )]
+    ForeignSamples {
+        path: PathBuf,
+        foreign: usize,
+        total: usize,
+        other: String,
+        /// ` (sha256 ...)`, or how this folder's identity is known.
+        ours: String,
+        next: &'static str,
+    },
+    #[error(
+        "{path}: the journal holds {samples} samples but {MANIFEST_FILE} is missing, and they \
+         carry no identity to check this run against. Restore {MANIFEST_FILE}, or pass --fresh \
+         to start a new run beside it."
+    )]
+    Unbound { path: PathBuf, samples: usize },
     #[error("{path}: not a manifest of this runner: {message}")]
     BadManifest { path: PathBuf, message: String },
     #[error(
-        "{path}: this folder holds a run with another manifest; differing fields: {}.\n\
+        "{path}: this folder holds a run with other settings; differing fields: {}.\n\
          Resume with the same settings, or pass --fresh to start a new run beside it.",
         differences.join("; ")
     )]
@@ -91,7 +168,7 @@ fn io_error(path: &Path, action: &'static str, source: std::io::Error) -> Journa
     JournalError::Io {
         path: path.to_path_buf(),
         action,
-        source,
+        cause: source,
         hint,
     }
 }
@@ -121,7 +198,7 @@ fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
                 );
             }
         }
-        _ if a != b => out.push(format!("{path}: this run {a} vs journal {b}")),
+        _ if a != b => out.push(format!("{path}: this run {a} vs the folder's {b}")),
         _ => {}
     }
 }
@@ -134,14 +211,48 @@ pub struct Recovered {
     pub torn_bytes: usize,
     /// Lines that repeated an earlier (request, seed); the first is kept.
     pub duplicates: usize,
+    /// How many lines carry each identity hash (`None`: written before lines carried one).
+    pub identities: BTreeMap<Option<String>, usize>,
 }
 
-/// An open journal, appending.
+impl Recovered {
+    /// Refuses lines written under an identity other than `ours`; lines without one pass.
+    fn check_bound(&self, path: &Path, ours: &str, next: &'static str) -> Result<(), JournalError> {
+        let foreign: Vec<(&String, &usize)> = self
+            .identities
+            .iter()
+            .filter_map(|(h, n)| h.as_ref().filter(|h| *h != ours).map(|h| (h, n)))
+            .collect();
+        match foreign.first() {
+            None => Ok(()),
+            Some((other, _)) => Err(JournalError::ForeignSamples {
+                path: path.to_path_buf(),
+                foreign: foreign.iter().map(|(_, n)| **n).sum(),
+                total: self.identities.values().sum(),
+                other: short(other),
+                ours: format!(" (sha256 {})", short(ours)),
+                next,
+            }),
+        }
+    }
+}
+
+fn short(hash: &str) -> String {
+    hash.chars().take(12).collect()
+}
+
+const RESUME_NEXT: &str =
+    "Resume with the settings it was started with, pass --fresh to start a new \
+    run beside it, or run `runner journal rebind DIR` to set the other samples aside.";
+
+/// An open journal, appending; it holds the run folder's lock while open.
 #[derive(Debug)]
 pub struct Journal {
     dir: PathBuf,
     file: File,
     len: u64,
+    identity_sha256: String,
+    _lock: Option<RunLock>,
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
@@ -159,12 +270,26 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>, JournalError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(&path, "read", e)),
     };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| JournalError::BadManifest {
-            path,
-            message: e.to_string(),
-        })
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        // serde names the unknown field; the nearest known one is added here.
+        let mut message = e.to_string();
+        if let Some(field) = message
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.split('`').next())
+        {
+            let known = ["identity".to_string(), "context".to_string()];
+            message = format!(
+                "line {}: field `{field}`: {}",
+                e.line(),
+                crate::strict::Unknown {
+                    path: field.to_string(),
+                    suggestion: crate::strict::nearest(field, known.iter()),
+                }
+                .message()
+            );
+        }
+        JournalError::BadManifest { path, message }
+    })
 }
 
 /// Reads a journal's lines, cutting a torn last line off the file when `repair` is set.
@@ -191,9 +316,16 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
         let line = &bytes[offset..end.unwrap_or(bytes.len())];
         let parsed = std::str::from_utf8(line)
             .map_err(|e| e.to_string())
-            .and_then(|s| serde_json::from_str::<SampleRecord>(s).map_err(|e| e.to_string()));
+            .and_then(|s| serde_json::from_str::<LineIn>(s).map_err(|e| e.to_string()));
         match (parsed, end) {
-            (Ok(record), Some(end)) => {
+            (
+                Ok(LineIn {
+                    record,
+                    identity_sha256,
+                }),
+                Some(end),
+            ) => {
+                *out.identities.entry(identity_sha256).or_default() += 1;
                 if seen.insert(record.key()) {
                     out.records.push(record);
                 } else {
@@ -228,32 +360,42 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
 
 impl Journal {
     /// Opens (or starts) the run in `dir` under `manifest`; returns the journal and the
-    /// samples it already holds.
+    /// samples it already holds. Takes the folder's lock first: a second writer is
+    /// refused before anything is read or written.
     pub fn open(dir: &Path, manifest: &Manifest) -> Result<(Journal, Recovered), JournalError> {
         std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create the run folder", e))?;
+        let lock = RunLock::exclusive(dir)?;
         let manifest_path = dir.join(MANIFEST_FILE);
-        match read_manifest(dir)? {
-            Some(existing) => {
-                let differing = differences(&manifest.identity, &existing.identity);
-                if !differing.is_empty() {
-                    return Err(JournalError::ManifestMismatch {
-                        path: manifest_path,
-                        differences: differing,
-                    });
-                }
-            }
-            None => {
-                let text = serde_json::to_string_pretty(manifest).map_err(|e| {
-                    JournalError::BadManifest {
-                        path: manifest_path.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
-                write_atomically(&manifest_path, text.as_bytes())?;
+        let path = dir.join(JOURNAL_FILE);
+        let ours = identity_sha256(&manifest.identity);
+        let existing = read_manifest(dir)?;
+        if let Some(existing) = &existing {
+            let differing = differences(&manifest.identity, &existing.identity);
+            if !differing.is_empty() {
+                return Err(JournalError::ManifestMismatch {
+                    path: manifest_path,
+                    differences: differing,
+                });
             }
         }
-        let path = dir.join(JOURNAL_FILE);
         let recovered = read_records(&path, true)?;
+        recovered.check_bound(&path, &ours, RESUME_NEXT)?;
+        let unbound = recovered.identities.get(&None).copied().unwrap_or(0);
+        if existing.is_none() && unbound > 0 {
+            return Err(JournalError::Unbound {
+                path,
+                samples: unbound,
+            });
+        }
+        if existing.is_none() {
+            // A journal whose every line carries this identity may get its manifest back.
+            let text =
+                serde_json::to_string_pretty(manifest).map_err(|e| JournalError::BadManifest {
+                    path: manifest_path.clone(),
+                    message: e.to_string(),
+                })?;
+            write_atomically(&manifest_path, text.as_bytes())?;
+        }
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -267,6 +409,8 @@ impl Journal {
                 dir: dir.to_path_buf(),
                 file,
                 len,
+                identity_sha256: ours,
+                _lock: Some(lock),
             },
             recovered,
         ))
@@ -282,7 +426,12 @@ impl Journal {
         let path = self.dir.join(JOURNAL_FILE);
         let mut buf = Vec::new();
         for r in records {
-            serde_json::to_writer(&mut buf, r).map_err(|e| io_error(&path, "encode", e.into()))?;
+            let line = LineOut {
+                record: r,
+                identity_sha256: &self.identity_sha256,
+            };
+            serde_json::to_writer(&mut buf, &line)
+                .map_err(|e| io_error(&path, "encode", e.into()))?;
             buf.push(b'\n');
         }
         let result = self
@@ -299,16 +448,134 @@ impl Journal {
     }
 }
 
+/// A finished run read back for scoring: its manifest and samples, the folder locked
+/// shared for as long as the value lives (a writer is refused meanwhile).
+#[derive(Debug)]
+pub struct RunReading {
+    pub manifest: Manifest,
+    pub records: Vec<SampleRecord>,
+    _lock: RunLock,
+}
+
+/// Reads a run folder for scoring: refused while a writer holds it, without a
+/// manifest, or when its journal holds samples of another identity.
+pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
+    if !dir.join(MANIFEST_FILE).is_file() {
+        return Err(JournalError::BadManifest {
+            path: dir.join(MANIFEST_FILE),
+            message: "missing: not a run folder (outputs/<model>/<run>)".into(),
+        });
+    }
+    let lock = RunLock::shared(dir).or_else(|e| match e {
+        // A folder that cannot take a lock file (read-only media) is still read.
+        LockError::Io { .. } if dir.join(MANIFEST_FILE).exists() => RunLock::none(),
+        e => Err(e),
+    })?;
+    let manifest = read_manifest(dir)?.ok_or_else(|| JournalError::BadManifest {
+        path: dir.join(MANIFEST_FILE),
+        message: "missing: not a run folder".into(),
+    })?;
+    let path = dir.join(JOURNAL_FILE);
+    let recovered = read_records(&path, false)?;
+    recovered.check_bound(
+        &path,
+        &identity_sha256(&manifest.identity),
+        "Score it with the manifest it was written under, or run `runner journal rebind DIR` \
+         to set the other samples aside.",
+    )?;
+    Ok(RunReading {
+        manifest,
+        records: recovered.records,
+        _lock: lock,
+    })
+}
+
+/// What [`rebind`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Rebound {
+    /// Lines kept, now all carrying the manifest's identity.
+    pub kept: usize,
+    /// Lines without an identity that were stamped with the manifest's.
+    pub stamped: usize,
+    /// Lines of another identity, moved to [`FOREIGN_FILE`].
+    pub set_aside: usize,
+}
+
+/// The repair for a journal that does not match its manifest: keeps the lines written
+/// under the manifest's identity, stamps the lines that carry none with it (journals of
+/// older versions), and moves lines of any other identity to [`FOREIGN_FILE`], appended
+/// there so that nothing is lost. The journal is replaced atomically.
+pub fn rebind(dir: &Path) -> Result<Rebound, JournalError> {
+    let _lock = RunLock::exclusive(dir)?;
+    let manifest = read_manifest(dir)?.ok_or_else(|| JournalError::BadManifest {
+        path: dir.join(MANIFEST_FILE),
+        message: "missing: rebind needs the manifest to bind the journal to (rerun the \
+                  original command to restore it, or pass --fresh to start over)"
+            .into(),
+    })?;
+    let ours = identity_sha256(&manifest.identity);
+    let path = dir.join(JOURNAL_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Rebound::default()),
+        Err(e) => return Err(io_error(&path, "read", e)),
+    };
+    // Parsed first, so that a damaged line stops the repair before anything moves.
+    read_records(&path, false)?;
+    let mut kept = Vec::new();
+    let mut foreign = Vec::new();
+    let mut done = Rebound::default();
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let Ok(parsed) = serde_json::from_slice::<LineIn>(line) else {
+            continue; // a torn last line
+        };
+        match parsed.identity_sha256.as_deref() {
+            Some(h) if h != ours => {
+                foreign.extend_from_slice(line);
+                foreign.push(b'\n');
+                done.set_aside += 1;
+                continue;
+            }
+            Some(_) => {}
+            None => done.stamped += 1,
+        }
+        let out = LineOut {
+            record: &parsed.record,
+            identity_sha256: &ours,
+        };
+        serde_json::to_writer(&mut kept, &out).map_err(|e| io_error(&path, "encode", e.into()))?;
+        kept.push(b'\n');
+        done.kept += 1;
+    }
+    if !foreign.is_empty() {
+        let aside = dir.join(FOREIGN_FILE);
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&aside)
+            .map_err(|e| io_error(&aside, "open for appending", e))?;
+        f.write_all(&foreign)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| io_error(&aside, "append", e))?;
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut f = File::create(&tmp).map_err(|e| io_error(&tmp, "create", e))?;
+    f.write_all(&kept)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| io_error(&tmp, "write", e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| io_error(&path, "rename into place", e))?;
+    Ok(done)
+}
+
 /// Combines shard runs into `out`: their manifests must agree on everything but the
 /// shard; samples are united by (request, seed).
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
     let mut first: Option<(PathBuf, Manifest)> = None;
     let mut records = Vec::new();
+    let mut readings = Vec::new();
     for dir in dirs {
-        let manifest = read_manifest(dir)?.ok_or_else(|| JournalError::BadManifest {
-            path: dir.join(MANIFEST_FILE),
-            message: "missing".into(),
-        })?;
+        let reading = read_run(dir)?;
+        let manifest = reading.manifest.clone();
         let mut identity = manifest.identity.clone();
         if let Some(obj) = identity.as_object_mut() {
             obj.remove("shard");
@@ -333,7 +600,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
                 }
             }
         }
-        records.extend(read_records(&dir.join(JOURNAL_FILE), false)?.records);
+        records.extend(reading.records.iter().cloned());
+        readings.push(reading);
     }
     let Some((_, manifest)) = first else {
         return Ok(0);
@@ -444,7 +712,7 @@ mod tests {
         let err = Journal::open(&dir, &manifest("b")).unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.contains("model.revision: this run \"b\" vs journal \"a\""),
+            msg.contains("model.revision: this run \"b\" vs the folder's \"a\""),
             "{msg}"
         );
         assert!(msg.contains("--fresh"), "{msg}");
@@ -510,6 +778,8 @@ mod tests {
             dir: dir.clone(),
             file: OpenOptions::new().append(true).open("/dev/full").unwrap(),
             len: good.len() as u64,
+            identity_sha256: identity_sha256(&manifest("a").identity),
+            _lock: None,
         };
         let err = j.append(&[record(2)]).unwrap_err();
         assert!(err.to_string().contains("the disk is full"), "{err}");
@@ -529,6 +799,12 @@ mod tests {
         ja.append(&[record(1), record(3)]).unwrap();
         let (mut jb, _) = Journal::open(&b, &shard(1)).unwrap();
         jb.append(&[record(2), record(4), record(3)]).unwrap();
+        // A shard still being written is refused; finished ones merge.
+        assert!(matches!(
+            merge(&[a.clone(), b.clone()], &out),
+            Err(JournalError::Lock(_))
+        ));
+        drop((ja, jb));
         assert_eq!(merge(&[a.clone(), b.clone()], &out).unwrap(), 4);
         let merged = read_records(&out.join(JOURNAL_FILE), false).unwrap();
         assert_eq!(merged.records.len(), 4);
@@ -540,5 +816,119 @@ mod tests {
         for d in [a, b, out, other] {
             std::fs::remove_dir_all(d).unwrap();
         }
+    }
+
+    #[test]
+    fn a_journal_stays_bound_to_its_identity_when_its_manifest_goes() {
+        let dir = temp("bound");
+        let (mut j, _) = Journal::open(&dir, &manifest("a")).unwrap();
+        j.append(&[record(1), record(2)]).unwrap();
+        drop(j);
+        std::fs::remove_file(dir.join(MANIFEST_FILE)).unwrap();
+        // Another run cannot take the journal over...
+        let err = Journal::open(&dir, &manifest("b")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                JournalError::ForeignSamples {
+                    foreign: 2,
+                    total: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--fresh"), "{err}");
+        assert!(!dir.join(MANIFEST_FILE).exists(), "nothing was written");
+        // ...while the run it belongs to resumes and gets its manifest back.
+        let (_, rec) = Journal::open(&dir, &manifest("a")).unwrap();
+        assert_eq!(rec.records.len(), 2);
+        assert_eq!(read_manifest(&dir).unwrap().unwrap(), manifest("a"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unbound_lines_need_their_manifest_and_rebind_sorts_foreign_lines_out() {
+        let dir = temp("rebind");
+        let (mut j, _) = Journal::open(&dir, &manifest("a")).unwrap();
+        j.append(&[record(1)]).unwrap();
+        drop(j);
+        let path = dir.join(JOURNAL_FILE);
+        // A line of an older runner (no identity) and one of another run.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&serde_json::to_string(&record(2)).unwrap());
+        text.push('\n');
+        let foreign = LineOut {
+            record: &record(3),
+            identity_sha256: "ffff",
+        };
+        text.push_str(&serde_json::to_string(&foreign).unwrap());
+        text.push('\n');
+        std::fs::write(&path, &text).unwrap();
+        assert!(matches!(
+            Journal::open(&dir, &manifest("a")),
+            Err(JournalError::ForeignSamples { foreign: 1, .. })
+        ));
+        assert!(matches!(
+            read_run(&dir),
+            Err(JournalError::ForeignSamples { .. })
+        ));
+        let done = rebind(&dir).unwrap();
+        assert_eq!(
+            done,
+            Rebound {
+                kept: 2,
+                stamped: 1,
+                set_aside: 1
+            }
+        );
+        let aside = read_records(&dir.join(FOREIGN_FILE), false).unwrap();
+        assert_eq!(aside.records, vec![record(3)]);
+        let (_, rec) = Journal::open(&dir, &manifest("a")).unwrap();
+        assert_eq!(rec.records, vec![record(1), record(2)]);
+        assert_eq!(
+            rec.identities.len(),
+            1,
+            "every line now carries one identity"
+        );
+
+        // Without its manifest, a journal of unbound lines is refused, not adopted.
+        let legacy = temp("legacy");
+        std::fs::create_dir_all(&legacy).unwrap();
+        let line = serde_json::to_string(&record(1)).unwrap();
+        std::fs::write(legacy.join(JOURNAL_FILE), format!("{line}\n")).unwrap();
+        assert!(matches!(
+            Journal::open(&legacy, &manifest("a")),
+            Err(JournalError::Unbound { samples: 1, .. })
+        ));
+        for d in [dir, legacy] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_manifest_with_a_misspelled_field_is_refused_with_the_nearest_name() {
+        let dir = temp("strict-manifest");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(MANIFEST_FILE),
+            "{\n  \"identity\": {},\n  \"contxt\": {}\n}",
+        )
+        .unwrap();
+        let err = read_manifest(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("line 3: field `contxt`: unknown field, did you mean `context`?"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_identity_hash_ignores_key_order_and_null_fields() {
+        let a = json!({"suite": {"x": 1, "y": [1, 2]}, "shard": null, "model": "m"});
+        let b = json!({"model": "m", "suite": {"y": [1, 2], "x": 1}});
+        assert_eq!(identity_sha256(&a), identity_sha256(&b));
+        let c = json!({"model": "m", "suite": {"y": [2, 1], "x": 1}});
+        assert_ne!(identity_sha256(&a), identity_sha256(&c));
     }
 }

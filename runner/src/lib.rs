@@ -12,4 +12,5 @@ pub mod plan;
 pub mod render;
 pub mod run;
 pub mod score;
+pub mod strict;
 pub mod suite;

@@ -92,6 +92,12 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
             Sampling::PROTOCOL
         },
     };
+    runner::run::limits::check_context(
+        &engine,
+        &files.config,
+        &[&request.prompt],
+        request.max_new_tokens,
+    )?;
     let samples = engine.generate(std::slice::from_ref(&request))?;
     let s = samples.first().context("the engine returned no sample")?;
     let out = json!({

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod engine;
+mod journal;
 mod probe;
 mod render;
 mod run;
@@ -34,6 +35,9 @@ enum Command {
     Score(run::ScoreArgs),
     /// Merge shard runs into one run and write its reports.
     Merge(run::MergeArgs),
+    /// Repair a run's journal.
+    #[command(subcommand)]
+    Journal(journal::JournalCommand),
     /// A CPU smoke run of the whole path: a fixture model and the oracle, end to end.
     Smoke(smoke::SmokeArgs),
     /// Generate, check and summarise the CREG evaluation-v1.0 suite.
@@ -65,10 +69,34 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", describe(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, each said once: a cause whose text a message already
+/// quotes (many library errors embed their source) is not repeated.
+fn describe(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    if out.contains("downloading ") && out.contains(" failed") {
+        out.push_str(
+            "\nhint: the model hub could not be reached. Fetch the weights once on a connected \
+             machine into the cache (HF_HOME or HF_HUB_CACHE), then run with HF_HUB_OFFLINE=1 \
+             to read only the cache.",
+        );
+    }
+    out
 }
 
 fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
@@ -76,6 +104,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run_command(args),
         Command::Score(args) => run::score(args),
         Command::Merge(args) => run::merge(args),
+        Command::Journal(cmd) => journal::run(cmd),
         Command::Smoke(args) => smoke::smoke(args),
         Command::Suite(cmd) => suite::run(cmd),
         Command::Probe(cmd) => probe::run(cmd),
@@ -85,5 +114,40 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Fixture(args) => engine::fixture(args),
         Command::Models(args) => engine::models(args),
         Command::Bench(args) => engine::bench(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use anyhow::Context;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let text = io.to_string();
+        let err = Err::<(), _>(io)
+            .with_context(|| format!("suite.jsonl: cannot read: {text}"))
+            .context("loading the suite")
+            .unwrap_err();
+        let said = describe(&err);
+        assert_eq!(
+            said,
+            format!("loading the suite: suite.jsonl: cannot read: {text}")
+        );
+        assert_eq!(said.matches(&text).count(), 1);
+    }
+
+    #[test]
+    fn an_unreachable_hub_points_at_the_cache_and_offline_mode() {
+        let err = anyhow::anyhow!(
+            "downloading config.json of Qwen/Qwen2.5-7B-Instruct failed: io: Connection refused"
+        )
+        .context("loading qwen2.5-7b");
+        let said = describe(&err);
+        assert!(
+            said.contains("HF_HUB_OFFLINE=1") && said.contains("HF_HOME"),
+            "{said}"
+        );
     }
 }

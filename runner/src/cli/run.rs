@@ -96,13 +96,46 @@ fn creg_suite(file: Option<&Path>) -> Result<(Vec<runner::suite::creg::record::S
     }
 }
 
-fn workload(args: &RunArgs) -> Result<CregWorkload> {
+/// Settings refused before anything is loaded.
+fn check_settings(args: &RunArgs) -> Result<()> {
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
     if args.seeds.is_empty() {
         bail!("--seeds needs at least one seed");
     }
+    for (i, seed) in args.seeds.iter().enumerate() {
+        if let Some(j) = args.seeds[..i].iter().position(|s| s == seed) {
+            bail!(
+                "--seeds: seed {seed} is given twice (positions {} and {}); each seed once",
+                j + 1,
+                i + 1
+            );
+        }
+    }
+    if args.limit == Some(0) {
+        bail!("--limit 0 keeps nothing: give at least 1, or leave --limit out for the whole suite");
+    }
+    if let Some(run) = &args.run {
+        let bad = run.is_empty() || run == "." || run == ".." || run.contains(['/', '\\']);
+        if bad || folder::component(run) != *run {
+            bail!(
+                "--run {run:?}: a run name is one folder name of letters, digits, '.', '-' and '_' \
+                 (not empty, '.' or '..'), e.g. --run creg-v1.0-try2"
+            );
+        }
+    }
+    if args.out.exists() && !args.out.is_dir() {
+        bail!(
+            "--out {}: is a file, not a folder; give a folder for the runs",
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+fn workload(args: &RunArgs) -> Result<CregWorkload> {
+    check_settings(args)?;
     let (suite, sha) = creg_suite(args.suite_file.as_deref())?;
     let spec = PlanSpec {
         conditions: parse_conditions(&args.condition)?,
@@ -122,12 +155,7 @@ fn workload(args: &RunArgs) -> Result<CregWorkload> {
 
 /// The Probe workload of `runner --suite probe`.
 fn probe_workload(args: &RunArgs) -> Result<ProbeWorkload> {
-    if args.max_new_tokens == 0 {
-        bail!("--max-new-tokens must be at least 1");
-    }
-    if args.seeds.is_empty() {
-        bail!("--seeds needs at least one seed");
-    }
+    check_settings(args)?;
     if args.condition != ["principal"] || args.tasks != ["all"] {
         bail!("--condition and --tasks apply to the CREG suite; a Probe run asks every question of its items");
     }
@@ -344,21 +372,26 @@ pub struct ScoreArgs {
     /// generated Probe set.
     #[arg(long)]
     suite_file: Option<PathBuf>,
-    /// Time parsing+scoring and aggregation of 55,200 belief samples instead.
+    /// Time parsing+scoring and aggregation of 55,200 belief samples, and the answer
+    /// extractor on degenerate outputs, instead.
     #[arg(long)]
     bench: bool,
+    /// When several runs hold the same (model, request, seed), keep the first run's
+    /// sample instead of refusing to pool them.
+    #[arg(long)]
+    keep_first: bool,
+    /// Sizes in bytes of the degenerate outputs of --bench (default 1 MiB).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize << 20])]
+    bench_bytes: Vec<usize>,
 }
 
 /// The workload a journaled run was planned with, rebuilt from its manifest: CREG or
 /// Probe, by the identity's `/suite/name`.
-fn workload_of(dir: &Path, suite_file: Option<&Path>) -> Result<(Box<dyn Workload>, Manifest)> {
-    let m = journal::read_manifest(dir)?.with_context(|| {
-        format!(
-            "{} has no {}: not a run folder",
-            dir.display(),
-            journal::MANIFEST_FILE
-        )
-    })?;
+fn workload_of(
+    dir: &Path,
+    m: Manifest,
+    suite_file: Option<&Path>,
+) -> Result<(Box<dyn Workload>, Manifest)> {
     let id = &m.identity;
     let name = id.pointer("/suite/name").and_then(Value::as_str);
     if name != Some(SUITE_NAME) {
@@ -422,7 +455,7 @@ fn label_of(m: &Manifest, dir: &Path) -> String {
 /// `runner score RUN_DIR...`: rescores journals with the streaming scorer's code.
 pub fn score(args: ScoreArgs) -> Result<ExitCode> {
     if args.bench {
-        return super::score::bench();
+        return super::score::bench(&args.bench_bytes);
     }
     if args.dirs.is_empty() {
         bail!("give one or more run folders (outputs/<model>/<run>), or --bench");
@@ -430,8 +463,13 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
     let mut runs = Vec::new();
     let mut workload = None;
     let mut family = None;
-    for dir in &args.dirs {
-        let (w, m) = workload_of(dir, args.suite_file.as_deref())?;
+    // Which run first holds each (model, request, seed): pooled runs must not count a
+    // sample twice.
+    let mut holder: std::collections::HashMap<(String, String, u64), usize> =
+        std::collections::HashMap::new();
+    for (k, dir) in args.dirs.iter().enumerate() {
+        let reading = journal::read_run(dir)?;
+        let (w, m) = workload_of(dir, reading.manifest.clone(), args.suite_file.as_deref())?;
         // CREG and Probe runs do not mix (each run's suite is checked against the same file).
         let this = m.identity.pointer("/suite/family").cloned();
         if family.get_or_insert_with(|| this.clone()) != &this {
@@ -441,10 +479,9 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
                 w.name()
             );
         }
-        let rec = journal::read_records(&dir.join(journal::JOURNAL_FILE), false)?;
         let label = label_of(&m, dir);
         let title = format!("{}: {label}", w.name());
-        let runs_one = [(label.clone(), rec.records)];
+        let runs_one = [(label.clone(), reading.records.clone())];
         let summary = w.report(&runs_one, dir, &title)?;
         if args.dirs.len() == 1 {
             print!("{summary}");
@@ -454,7 +491,39 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
             dir.display(),
             runs_one[0].1.len()
         );
-        let [(l, r)] = runs_one;
+        let [(l, mut r)] = runs_one;
+        let mut overlap = Vec::new();
+        r.retain(|rec| {
+            let key = (l.clone(), rec.request_id.clone(), rec.seed);
+            match holder.get(&key) {
+                Some(&first) if first != k => {
+                    overlap.push((first, rec.request_id.clone(), rec.seed));
+                    false
+                }
+                _ => {
+                    holder.insert(key, k);
+                    true
+                }
+            }
+        });
+        if let Some((first, request, seed)) = overlap.first() {
+            if !args.keep_first {
+                bail!(
+                    "{} and {} both hold {} samples of model {l} (e.g. request {request} seed \
+                     {seed}): pooled, they would count twice. Score them apart, merge shards \
+                     with `runner merge`, or pass --keep-first to keep the first run's samples",
+                    args.dirs[*first].display(),
+                    dir.display(),
+                    overlap.len()
+                );
+            }
+            eprintln!(
+                "{}: {} samples already held by {} left out (--keep-first)",
+                dir.display(),
+                overlap.len(),
+                args.dirs[*first].display()
+            );
+        }
         runs.push((l, r));
         workload = Some(w);
     }
@@ -487,7 +556,9 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
         bail!("give the shard run folders to merge");
     }
     let n = journal::merge(&args.dirs, &args.out)?;
-    let (w, _) = workload_of(&args.out, args.suite_file.as_deref())?;
+    let m = journal::read_manifest(&args.out)?
+        .with_context(|| format!("{}: the merge wrote no manifest", args.out.display()))?;
+    let (w, _) = workload_of(&args.out, m, args.suite_file.as_deref())?;
     let planned: usize = w.jobs().iter().map(|j| j.request.seeds.len()).sum();
     eprintln!(
         "{n} samples from {} shard runs merged into {}",
@@ -504,6 +575,8 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
         dirs: vec![args.out],
         out: None,
         suite_file: args.suite_file,
+        keep_first: false,
         bench: false,
+        bench_bytes: Vec::new(),
     })
 }

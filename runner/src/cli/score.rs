@@ -64,7 +64,7 @@ pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
 
 /// Times parsing+scoring and aggregation of 55,200 belief samples (4 conditions x
 /// 1,150 prefixes x 3 seeds x 4 systems); use a release build.
-pub fn bench() -> anyhow::Result<ExitCode> {
+pub fn bench(degenerate_bytes: &[usize]) -> anyhow::Result<ExitCode> {
     let suite = frozen::frozen_suite()?;
     let systems = [
         System::Oracle,
@@ -124,8 +124,51 @@ pub fn bench() -> anyhow::Result<ExitCode> {
         "| total | {total:.3} | {:.0} |",
         samples.len() as f64 / total
     );
+    println!();
+    bench_degenerate(degenerate_bytes);
     if cfg!(debug_assertions) {
         println!("(DEBUG build: use --release)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Times parsing and scoring of outputs a degenerate model writes: runs of `{`, nested
+/// arrays, an object cut off deep inside nesting. Each must stay linear in its length.
+fn bench_degenerate(sizes: &[usize]) {
+    let suite = match frozen::frozen_suite() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("(no suite: {e})");
+            return;
+        }
+    };
+    let s = &suite[0];
+    let q = Question::Belief { step: 1 };
+    println!("| degenerate output | bytes | seconds (parse + score) |\n|---|---:|---:|");
+    for &n in sizes {
+        let half = n / 2;
+        let cases = [
+            ("`{` repeated", "{".repeat(n)),
+            (
+                "nested arrays in an object",
+                format!("{{\"a\": {}{}}}", "[".repeat(half), "]".repeat(half)),
+            ),
+            (
+                "unclosed nested arrays",
+                format!("{{\"a\": {}", "[".repeat(n)),
+            ),
+            ("`{\"a\":` repeated", "{\"a\":".repeat(n / 5)),
+        ];
+        for (name, text) in cases {
+            let started = Instant::now();
+            for finish in [FinishReason::Stop, FinishReason::Length] {
+                let _ = score_text(s, q, &text, finish);
+            }
+            println!(
+                "| {name} | {} | {:.4} |",
+                text.len(),
+                started.elapsed().as_secs_f64() / 2.0
+            );
+        }
+    }
 }

@@ -157,7 +157,10 @@ impl Workload for CregWorkload {
                 "limit_per_regime": self.spec.limit_per_regime,
             },
             "shard": self.spec.shard.map(|s| s.to_string()),
-            "decoding": {"sampling": self.sampling, "max_new_tokens": self.max_new_tokens},
+            "decoding": {
+                "sampling": super::sampling_as_typed(self.sampling),
+                "max_new_tokens": self.max_new_tokens,
+            },
         })
     }
 

@@ -9,10 +9,11 @@
 
 pub mod creg;
 pub mod folder;
+pub mod limits;
 pub mod model;
 pub mod probe;
 
-use crate::engine::{Backend, EngineError, Request, Sample};
+use crate::engine::{Backend, EngineError, Request, Sample, Sampling};
 use crate::id::RequestId;
 use crate::journal::{self, Journal, JournalError, Manifest, SampleRecord};
 use serde_json::Value;
@@ -38,6 +39,24 @@ pub enum RunError {
     Score { path: PathBuf, message: String },
     #[error("{0}")]
     Setup(String),
+}
+
+/// The sampling settings as the user types them: an `f32` such as 0.2 is stored as
+/// 0.2, not as the 0.20000000298023224 a plain conversion to JSON would give.
+pub fn sampling_as_typed(sampling: Sampling) -> Value {
+    let typed = |x: f32| {
+        x.to_string()
+            .parse::<f64>()
+            .map_or(Value::Null, serde_json::Value::from)
+    };
+    match sampling {
+        Sampling::Greedy => serde_json::json!({"mode": "greedy"}),
+        Sampling::TopP { temperature, top_p } => serde_json::json!({
+            "mode": "top_p",
+            "temperature": typed(temperature),
+            "top_p": typed(top_p),
+        }),
+    }
 }
 
 /// One request of the plan with what the journal records about it.
@@ -147,8 +166,13 @@ pub fn execute(
     observer: &mut dyn Observer,
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
-    let (mut journal, recovered) = Journal::open(dir, manifest)?;
     let jobs = workload.jobs();
+    if jobs.is_empty() {
+        return Err(RunError::Setup(
+            "the plan holds no request (check --limit, --shard, --condition and --tasks)".into(),
+        ));
+    }
+    let (mut journal, recovered) = Journal::open(dir, manifest)?;
     let mut running = Running {
         total: jobs.iter().map(|j| j.request.seeds.len()).sum(),
         ..Running::default()

@@ -71,6 +71,19 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
     };
     let mut engine = Engine::load(&files, device, &label)?;
+    let prompts: Vec<&crate::engine::Prompt> =
+        workload.jobs().iter().map(|j| &j.request.prompt).collect();
+    let max_new_tokens = workload
+        .jobs()
+        .iter()
+        .map(|j| j.request.max_new_tokens)
+        .max();
+    super::limits::check_context(
+        &engine,
+        &files.config,
+        &prompts,
+        max_new_tokens.unwrap_or(0),
+    )?;
     if let Some(rows) = opts.max_batch {
         let limits = BatchLimits {
             max_rows: rows.max(1),
@@ -89,6 +102,9 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         "tokenizer_sha256": file_sha256(&files.tokenizer)?,
         "chat_template_sha256": sha256_hex(engine.template().source().as_bytes()),
         "dtype": format!("{:?}", engine.dtype()).to_lowercase(),
+        // Batch composition may change the numbers of a row on some devices, so a run
+        // resumed with another batch bound is another run.
+        "max_batch": opts.max_batch,
     });
     Ok(Loaded {
         label,

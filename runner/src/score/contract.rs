@@ -319,7 +319,10 @@ pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
             "distribution.normal",
         )?;
         let sum = a + n;
-        if sum <= 0.0 {
+        // Where the sum overflows, both are divided by the larger first: {1e308, 1e308}
+        // is 0.5/0.5.
+        let larger = a.max(n);
+        if larger <= 0.0 {
             return Err(Invalid::BadDistribution(
                 "the probabilities sum to 0".into(),
             ));
@@ -356,7 +359,11 @@ pub fn parse_belief(text: &str, finish: FinishReason) -> Parsed<BeliefAnswer> {
         }
         Ok(BeliefAnswer {
             target,
-            p_anomalous: a / sum,
+            p_anomalous: if sum.is_finite() {
+                a / sum
+            } else {
+                (a / larger) / (a / larger + n / larger)
+            },
             top_state,
             supporting_evidence,
             contradicting_evidence,
@@ -454,6 +461,23 @@ mod tests {
             }
         );
         assert!((p.answer.unwrap().p_anomalous - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn huge_figures_renormalize_without_overflow() {
+        for (a, n, want) in [("1e308", "1e308", 0.5), ("1.5e308", "0.5e308", 0.75)] {
+            let text = GOOD.replace("0.25", a).replace("0.75", n);
+            let p = parse_belief(&text, FinishReason::Stop);
+            assert_eq!(
+                p.category,
+                Category::Repaired {
+                    repairs: vec![Repair::RenormalizedDistribution]
+                },
+                "{text}"
+            );
+            let got = p.answer.unwrap().p_anomalous;
+            assert!((got - want).abs() < 1e-12, "{a}/{n}: {got}");
+        }
     }
 
     #[test]

@@ -37,37 +37,62 @@ pub struct Extracted {
     pub repairs: Vec<Repair>,
 }
 
+/// How many balanced openings may get a second try without trailing commas, and how
+/// many cut-off openings may be closed, before the text is given up on. Each is a pass
+/// over the rest of the text, so the caps are what keep a degenerate output (a megabyte
+/// of `{`) linear in its length. A cut-off answer is almost always the first opening
+/// still open at the end, so few closing tries are needed.
+const COMMA_TRIES: usize = 16;
+const CLOSING_TRIES: usize = 4;
+
 /// The first JSON object in `text` that parses, trying each `{` in turn: first as it
 /// stands, then with trailing commas dropped, then with a truncated tail closed.
+///
+/// One pass over the text finds where every opening closes (braces in strings do not
+/// count); a try that parses as it stands costs only as far as serde reads before it
+/// fails, and at most [`COMMA_TRIES`] and [`CLOSING_TRIES`] openings get a repair pass.
 pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
-    let starts: Vec<usize> = text.match_indices('{').map(|(i, _)| i).collect();
-    if starts.is_empty() {
+    let openings = openings(text);
+    if openings.is_empty() {
         return Err(NoObject::NoBrace);
     }
+    let (mut comma_tries, mut closing_tries) = (COMMA_TRIES, CLOSING_TRIES);
     // Left to right: a balanced object is tried as it stands and without trailing
     // commas; an unbalanced one is a cut-off tail and is closed.
-    for &start in &starts {
-        let tail = &text[start..];
-        if let Some(end) = balanced_end(tail) {
-            let candidate = &tail[..end];
-            if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(candidate) {
-                return Ok(Extracted {
-                    value: v,
-                    repairs: Vec::new(),
-                });
-            }
-            let cleaned = drop_trailing_commas(candidate);
-            if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&cleaned) {
-                return Ok(Extracted {
-                    value: v,
-                    repairs: vec![Repair::TrailingComma],
-                });
+    for (start, end) in openings {
+        if let Some(end) = end {
+            let candidate = &text[start..end];
+            match serde_json::from_str::<Value>(candidate) {
+                Ok(v @ Value::Object(_)) => {
+                    return Ok(Extracted {
+                        value: v,
+                        repairs: Vec::new(),
+                    })
+                }
+                // Dropping trailing commas can only help when a trailing comma is the
+                // first thing serde trips on: the text before it is left as it was.
+                Err(e) if is_trailing_comma(&e) && comma_tries > 0 => {
+                    comma_tries -= 1;
+                    let cleaned = drop_trailing_commas(candidate);
+                    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&cleaned) {
+                        return Ok(Extracted {
+                            value: v,
+                            repairs: vec![Repair::TrailingComma],
+                        });
+                    }
+                }
+                _ => {}
             }
             continue;
         }
+        if closing_tries == 0 {
+            continue;
+        }
+        closing_tries -= 1;
+        let tail = &text[start..];
         let mut repairs = vec![Repair::ClosedTruncation];
         let mut parsed = serde_json::from_str::<Value>(&close_truncated(tail));
-        if parsed.is_err() {
+        if matches!(&parsed, Err(e) if is_trailing_comma(e)) {
             parsed = serde_json::from_str::<Value>(&close_truncated(&drop_trailing_commas(tail)));
             repairs.insert(0, Repair::TrailingComma);
         }
@@ -78,34 +103,47 @@ pub fn extract_object(text: &str) -> Result<Extracted, NoObject> {
     Err(NoObject::Unparseable)
 }
 
-/// The length of the balanced `{...}` at the start of `s`, ignoring braces in strings.
-fn balanced_end(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
+fn is_trailing_comma(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("trailing comma")
+}
+
+/// Every `{` that may open the answer, in order, with the end of its balanced `{...}`
+/// (`None`: still open at the end of the text). Outside any opening the text is prose,
+/// so quotes there do not start strings; inside, `{` and `[` nest alike and braces in
+/// strings do not count. A `{` inside a string is no opening.
+fn openings(text: &str) -> Vec<(usize, Option<usize>)> {
+    let mut out: Vec<(usize, Option<usize>)> = Vec::new();
+    // Open brackets: the index into `out` for a `{`, `None` for a `[`.
+    let mut stack: Vec<Option<usize>> = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
-    for (i, c) in s.char_indices() {
+    for (i, b) in text.bytes().enumerate() {
         if in_string {
-            match (escaped, c) {
+            match (escaped, b) {
                 (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
                 _ => {}
             }
             continue;
         }
-        match c {
-            '"' => in_string = true,
-            '{' | '[' => depth += 1,
-            '}' | ']' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i + 1);
+        match b {
+            b'{' => {
+                stack.push(Some(out.len()));
+                out.push((i, None));
+            }
+            _ if stack.is_empty() => {}
+            b'"' => in_string = true,
+            b'[' => stack.push(None),
+            b'}' | b']' => {
+                if let Some(Some(k)) = stack.pop() {
+                    out[k].1 = Some(i + 1);
                 }
             }
             _ => {}
         }
     }
-    None
+    out
 }
 
 /// Removes commas that directly precede `}` or `]` (outside strings).
@@ -153,17 +191,23 @@ fn drop_trailing_commas(s: &str) -> String {
 }
 
 /// Closes whatever a cut-off JSON text left open. A dangling key or separator is cut
-/// back to the last complete value first.
+/// back to the last complete value first. One pass: the brackets open at the last
+/// complete value are the ones still open at the end, as only brackets change them.
 fn close_truncated(s: &str) -> String {
     let mut stack: Vec<char> = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
-    // The byte offset after the last complete value or opener, with the stack there.
+    // The byte offset after the last complete value or opener.
     let mut safe = 0usize;
-    let mut safe_stack: Vec<char> = Vec::new();
     let mut string_is_key = false;
+    // The last character before the current one that is not whitespace.
+    let mut last_visible: Option<char> = None;
     for (i, c) in s.char_indices() {
         let next = i + c.len_utf8();
+        let before = last_visible;
+        if !c.is_whitespace() {
+            last_visible = Some(c);
+        }
         if in_string {
             match (escaped, c) {
                 (true, _) => escaped = false,
@@ -172,7 +216,6 @@ fn close_truncated(s: &str) -> String {
                     in_string = false;
                     if !string_is_key {
                         safe = next;
-                        safe_stack = stack.clone();
                     }
                 }
                 _ => {}
@@ -183,24 +226,20 @@ fn close_truncated(s: &str) -> String {
             '"' => {
                 in_string = true;
                 // A string right after `{` or `,` inside an object is a key.
-                let before = s[..i].trim_end();
                 string_is_key =
-                    stack.last() == Some(&'}') && (before.ends_with('{') || before.ends_with(','));
+                    stack.last() == Some(&'}') && matches!(before, Some('{') | Some(','));
             }
             '{' => {
                 stack.push('}');
                 safe = next;
-                safe_stack = stack.clone();
             }
             '[' => {
                 stack.push(']');
                 safe = next;
-                safe_stack = stack.clone();
             }
             '}' | ']' => {
                 stack.pop();
                 safe = next;
-                safe_stack = stack.clone();
             }
             c if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '+' => {
                 // Part of a number or literal; complete once the next token starts.
@@ -210,7 +249,6 @@ fn close_truncated(s: &str) -> String {
                 });
                 if ends && !rest.is_empty() {
                     safe = next;
-                    safe_stack = stack.clone();
                 }
             }
             _ => {}
@@ -227,7 +265,7 @@ fn close_truncated(s: &str) -> String {
             });
         }
     }
-    for closer in safe_stack.iter().rev() {
+    for closer in stack.iter().rev() {
         out.push(*closer);
     }
     out
@@ -272,6 +310,31 @@ mod tests {
             json!({}),
             "a number that may be cut is not trusted"
         );
+    }
+
+    #[test]
+    fn an_object_inside_a_broken_one_is_still_found() {
+        let got = extract_object("{answer: {\"a\": 1}} and {\"b\": 2}").unwrap();
+        assert_eq!(got.value, json!({"a": 1}));
+        let got = extract_object("{{{{ {\"a\": [1,],}").unwrap();
+        assert_eq!(got.value, json!({"a": [1]}));
+        assert_eq!(got.repairs, vec![Repair::TrailingComma]);
+    }
+
+    #[test]
+    fn degenerate_inputs_take_time_linear_in_their_length() {
+        // The old extractor took seconds on 2 KB of `{` and hours on 1 MB; the bound
+        // is loose for a busy machine and an unoptimised build.
+        let mb = 1 << 20;
+        for text in [
+            "{".repeat(mb),
+            format!("{{\"a\": {}{}}}", "[".repeat(mb / 2), "]".repeat(mb / 2)),
+            "{\"a\": [1,],".repeat(mb / 12),
+        ] {
+            let t = std::time::Instant::now();
+            let _ = extract_object(&text);
+            assert!(t.elapsed().as_secs_f64() < 5.0, "{:?}", &text[..10]);
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ mod probe_baselines;
 mod probe_cli;
 mod probe_generator;
 mod probe_loader;
+mod reliability;
 mod run_creg;
 mod run_probe;
+mod score_fuzz;
 mod score_reports;

@@ -8,10 +8,25 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum LoadError {
-    #[error("{file}: cannot read: {source}")]
+    #[error("{file}: cannot read: {cause}")]
     Io {
         file: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
+    },
+    #[error("{file}:{line}: not UTF-8 text (byte {byte} of the file); save the file as UTF-8")]
+    NotUtf8 {
+        file: PathBuf,
+        line: usize,
+        byte: usize,
+    },
+    #[error(
+        "{file}:{line}: scenario `{id}` is given twice (first on line {first}); each scenario once"
+    )]
+    Duplicate {
+        file: PathBuf,
+        line: usize,
+        first: usize,
+        id: String,
     },
     #[error("{file}:{line}: field `{field}`: {message}")]
     Record {
@@ -26,16 +41,25 @@ pub enum LoadError {
 
 /// Reads a JSONL suite from disk.
 pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+    let bytes = std::fs::read(path).map_err(|cause| LoadError::Io {
         file: path.to_path_buf(),
-        source,
+        cause,
     })?;
-    parse_jsonl(path, &text)
+    let text = std::str::from_utf8(&bytes).map_err(|e| LoadError::NotUtf8 {
+        file: path.to_path_buf(),
+        line: crate::strict::line_at(&bytes, e.valid_up_to()),
+        byte: e.valid_up_to() + 1,
+    })?;
+    parse_jsonl(path, text)
 }
 
 /// Parses JSONL text; `file` is only used in messages. Blank lines are skipped.
+/// Fields the record does not define are errors (a misspelled optional field would
+/// otherwise read as absent), and so is a scenario id given twice.
 pub fn parse_jsonl(file: &Path, text: &str) -> Result<Vec<Scenario>, LoadError> {
     let mut scenarios = Vec::new();
+    let mut lines_of: std::collections::HashMap<ScenarioId, usize> =
+        std::collections::HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         if raw.trim().is_empty() {
@@ -57,7 +81,23 @@ pub fn parse_jsonl(file: &Path, text: &str) -> Result<Vec<Scenario>, LoadError> 
             };
             err(field, e.into_inner().to_string())
         })?;
+        let written: serde_json::Value =
+            serde_json::from_str(raw).map_err(|e| err("(record)".into(), e.to_string()))?;
+        let read_back =
+            serde_json::to_value(&scenario).map_err(|e| err("(record)".into(), e.to_string()))?;
+        if let Some(unknown) = crate::strict::first_unknown(&written, &read_back) {
+            return Err(err(unknown.path.clone(), unknown.message()));
+        }
         validate(&scenario).map_err(|(field, message)| err(field, message))?;
+        if let Some(&first) = lines_of.get(&scenario.id) {
+            return Err(LoadError::Duplicate {
+                file: file.to_path_buf(),
+                line,
+                first,
+                id: scenario.id.to_string(),
+            });
+        }
+        lines_of.insert(scenario.id.clone(), line);
         scenarios.push(scenario);
     }
     if scenarios.is_empty() {
@@ -168,4 +208,49 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::creg::frozen::FROZEN_JSONL;
+
+    fn first_lines(n: usize) -> Vec<String> {
+        FROZEN_JSONL.lines().take(n).map(String::from).collect()
+    }
+
+    #[test]
+    fn a_misspelled_optional_field_is_an_error_naming_line_field_and_nearest_name() {
+        let mut lines = first_lines(3);
+        assert!(lines[1].contains("\"stale_evidence_ids\""));
+        lines[1] = lines[1].replacen("\"stale_evidence_ids\"", "\"stale_evidence_idz\"", 1);
+        let err = parse_jsonl(Path::new("s.jsonl"), &lines.join("\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.jsonl:2: field `evaluation.belief_trajectory[0].stale_evidence_idz`: unknown field, did you mean `stale_evidence_ids`?"), "{err}");
+    }
+
+    #[test]
+    fn a_scenario_given_twice_names_both_lines() {
+        let mut lines = first_lines(3);
+        lines.push(lines[1].clone());
+        let err = parse_jsonl(Path::new("s.jsonl"), &lines.join("\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.jsonl:4: scenario `"), "{err}");
+        assert!(err.contains("given twice (first on line 2)"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_utf8_byte_is_reported_with_its_line() {
+        let dir = std::env::temp_dir().join(format!("creg-load-utf8-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let mut bytes = first_lines(2).join("\n").into_bytes();
+        bytes.extend_from_slice(b"\n{\"id\": \"\xff\"}\n");
+        std::fs::write(&path, &bytes).unwrap();
+        let err = load_file(&path).unwrap_err().to_string();
+        assert!(err.contains("s.jsonl:3: not UTF-8 text"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -5,7 +5,9 @@
 //! into its record with `serde_path_to_error` (missing fields, wrong types, bad values).
 
 use super::records::{PitItem, ProbeItem};
+use crate::strict;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +27,22 @@ pub enum LoadError {
     },
     #[error("{file}: the top level must be a JSON array of items")]
     NotAnArray { file: String },
+    #[error("{file}:{line}: item {item}, field `{field}`: {message}")]
+    Unknown {
+        file: String,
+        line: usize,
+        item: String,
+        field: String,
+        message: String,
+    },
+    #[error("{file}:{line}: item {id}, field `{field}`: given twice (first on line {first}); each item once")]
+    Duplicate {
+        file: String,
+        line: usize,
+        first: usize,
+        id: String,
+        field: String,
+    },
     #[error("{file}: item {item}, field `{field}`: {message}")]
     Item {
         file: String,
@@ -74,9 +92,9 @@ pub fn parse_any(bytes: &[u8], file: &str) -> Result<ProbeFile, LoadError> {
         .and_then(|v| v.as_object())
         .is_some_and(|o| o.contains_key("pit_id") && !o.contains_key("probe_id"));
     if is_pit {
-        typed(values, file, "pit_id").map(ProbeFile::Pit)
+        typed(values, bytes, file, "pit_id").map(ProbeFile::Pit)
     } else {
-        typed(values, file, "probe_id").map(ProbeFile::Probe)
+        typed(values, bytes, file, "probe_id").map(ProbeFile::Probe)
     }
 }
 
@@ -95,12 +113,12 @@ fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
     })
 }
 
-fn parse_items<T: DeserializeOwned>(
+fn parse_items<T: DeserializeOwned + Serialize>(
     bytes: &[u8],
     file: &str,
     id_field: &str,
 ) -> Result<Vec<T>, LoadError> {
-    typed(parse_array(bytes, file)?, file, id_field)
+    typed(parse_array(bytes, file)?, bytes, file, id_field)
 }
 
 fn parse_array(bytes: &[u8], file: &str) -> Result<Vec<serde_json::Value>, LoadError> {
@@ -119,39 +137,91 @@ fn parse_array(bytes: &[u8], file: &str) -> Result<Vec<serde_json::Value>, LoadE
     }
 }
 
-fn typed<T: DeserializeOwned>(
+/// Each item into its record: fields the record does not define are errors (with the
+/// nearest known name), and so is an item id given twice.
+fn typed<T: DeserializeOwned + Serialize>(
     values: Vec<serde_json::Value>,
+    bytes: &[u8],
     file: &str,
     id_field: &str,
 ) -> Result<Vec<T>, LoadError> {
+    let starts = strict::item_offsets(bytes);
+    let line_of_item = |index: usize| {
+        starts
+            .get(index)
+            .map_or(0, |&at| strict::line_at(bytes, at))
+    };
+    let mut first_line: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (index, value) in values.iter().enumerate() {
+        if let Some(id) = value.get(id_field).and_then(|v| v.as_str()) {
+            let line = line_of_item(index);
+            if let Some(&first) = first_line.get(id) {
+                return Err(LoadError::Duplicate {
+                    file: file.to_string(),
+                    line,
+                    first,
+                    id: id.to_string(),
+                    field: id_field.to_string(),
+                });
+            }
+            first_line.insert(id.to_string(), line);
+        }
+    }
     values
         .into_iter()
         .enumerate()
         .map(|(index, value)| {
-            let item = value
-                .get(id_field)
-                .and_then(|v| v.as_str())
-                .map_or_else(|| format!("#{index}"), str::to_string);
-            serde_path_to_error::deserialize(value).map_err(|err| {
-                let path = match err.path().to_string() {
-                    // The item itself has the wrong shape (not an object).
-                    p if p == "." => "<item>".to_string(),
-                    p => p,
-                };
-                let message = err.into_inner().to_string();
-                LoadError::Item {
+            let record: T = typed_one(&value, file, id_field, index)?;
+            let read_back = serde_json::to_value(&record).unwrap_or(serde_json::Value::Null);
+            if let Some(unknown) = strict::first_unknown(&value, &read_back) {
+                let key = unknown.path.rsplit(['.', ']']).next().unwrap_or_default();
+                let from = starts.get(index).copied().unwrap_or(0);
+                return Err(LoadError::Unknown {
                     file: file.to_string(),
-                    item,
-                    // A missing field is reported by serde at the parent's path, so the
-                    // field's own name is taken from the message to point at it.
-                    field: missing_field(&message)
-                        .map(|f| join_path(&path, f))
-                        .unwrap_or(path),
-                    message,
-                }
-            })
+                    line: strict::line_of_key(bytes, from, key).unwrap_or(line_of_item(index)),
+                    item: item_name(&value, id_field, index),
+                    message: unknown.message(),
+                    field: unknown.path,
+                });
+            }
+            Ok(record)
         })
         .collect()
+}
+
+fn item_name(value: &serde_json::Value, id_field: &str, index: usize) -> String {
+    value
+        .get(id_field)
+        .and_then(|v| v.as_str())
+        .map_or_else(|| format!("#{index}"), str::to_string)
+}
+
+fn typed_one<T: DeserializeOwned>(
+    value: &serde_json::Value,
+    file: &str,
+    id_field: &str,
+    index: usize,
+) -> Result<T, LoadError> {
+    let value = value.clone();
+    let item = item_name(&value, id_field, index);
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = match err.path().to_string() {
+            // The item itself has the wrong shape (not an object).
+            p if p == "." => "<item>".to_string(),
+            p => p,
+        };
+        let message = err.into_inner().to_string();
+        LoadError::Item {
+            file: file.to_string(),
+            item,
+            // A missing field is reported by serde at the parent's path, so the
+            // field's own name is taken from the message to point at it.
+            field: missing_field(&message)
+                .map(|f| join_path(&path, f))
+                .unwrap_or(path),
+            message,
+        }
+    })
 }
 
 fn missing_field(message: &str) -> Option<&str> {
