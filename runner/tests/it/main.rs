@@ -11,6 +11,7 @@ mod probe_baselines;
 mod probe_cli;
 mod probe_generator;
 mod probe_loader;
+mod report_files;
 mod run_creg;
 mod run_probe;
 mod score_reports;

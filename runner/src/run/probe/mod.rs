@@ -653,6 +653,17 @@ impl Workload for ProbeWorkload {
             path: dir.to_path_buf(),
             source,
         })?;
+        crate::score::report::probe_html::write_run(
+            dir,
+            title,
+            &report,
+            runs,
+            self.jobs.iter().map(|j| &j.request),
+        )
+        .map_err(|source| RunError::Report {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         Ok(report.summary())
     }
 
