@@ -60,7 +60,7 @@
 
     // A sample opens with its prompt, output, parsed answer and reference.
     location.hash = 'sample=0';
-    await sleep(50);
+    for (let i = 0; i < 400 && !document.querySelector('#detail .block'); i++) await sleep(25);
     const blocks = [...document.querySelectorAll('#detail .block')].map((b) => [b.querySelector('h4').textContent, b.querySelector('pre').textContent]);
     const text = Object.fromEntries(blocks);
     check('a sample shows prompt, raw output, parsed answer and reference',

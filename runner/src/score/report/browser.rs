@@ -45,11 +45,12 @@ pub struct BrowserSample {
     /// The request id: the key of its prompt.
     #[serde(rename = "id")]
     pub request_id: String,
-    #[serde(rename = "out")]
+    /// The output, its finish reason and the parsed answer travel in the details block.
+    #[serde(skip)]
     pub text: String,
-    #[serde(rename = "fin")]
+    #[serde(skip)]
     pub finish: String,
-    #[serde(rename = "p")]
+    #[serde(skip)]
     pub parsed: Value,
     /// The key of its reference, if any.
     #[serde(rename = "r", skip_serializing_if = "Option::is_none")]
@@ -67,11 +68,26 @@ pub struct Browser {
     pub group_name: String,
 }
 
-/// The two data blocks of the page, gzip-compressed and base64-encoded.
+/// The data blocks of the page, gzip-compressed and base64-encoded: the index the
+/// browser lists and filters (inflated after the first paint), and what a sample's
+/// detail shows (inflated when the first sample is opened).
 pub struct Encoded {
     pub samples: String,
+    pub details: String,
     pub shared: String,
 }
+
+/// A sample's listing row: its index fields and the start of its output.
+#[derive(Serialize)]
+struct IndexRow<'a> {
+    #[serde(flatten)]
+    sample: &'a BrowserSample,
+    #[serde(rename = "o")]
+    excerpt: String,
+}
+
+/// Characters of the output shown in the listing.
+const EXCERPT: usize = 48;
 
 fn gzip_base64(v: &impl Serialize) -> std::io::Result<String> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -82,12 +98,25 @@ fn gzip_base64(v: &impl Serialize) -> std::io::Result<String> {
 
 impl Browser {
     pub fn encode(&self) -> std::io::Result<Encoded> {
+        let index: Vec<IndexRow> = self
+            .samples
+            .iter()
+            .map(|s| IndexRow {
+                sample: s,
+                excerpt: s.text.chars().take(EXCERPT).collect(),
+            })
+            .collect();
+        let details: Vec<(&str, &str, &Value)> = self
+            .samples
+            .iter()
+            .map(|s| (s.text.as_str(), s.finish.as_str(), &s.parsed))
+            .collect();
         Ok(Encoded {
-            samples: gzip_base64(&self.samples)?,
+            samples: gzip_base64(&index)?,
+            details: gzip_base64(&details)?,
             shared: gzip_base64(&json!({
                 "prompts": self.prompts,
                 "references": self.references,
-                "group": self.group_name,
             }))?,
         })
     }

@@ -84,10 +84,12 @@ impl Page {
             let enc = b.encode()?;
             let _ = write!(
                 out,
-                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
+                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\" data-group=\"{g}\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-details\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
                 enc.samples,
+                enc.details,
                 enc.shared,
-                n = b.samples.len()
+                n = b.samples.len(),
+                g = escape(&b.group_name)
             );
         } else {
             out.push_str("</main>\n");

@@ -7,13 +7,23 @@
   const FIELDS = [['model', 'm'], ['condition', 'c'], ['task', 't'], ['regime', 'g'],
     ['seed', 'sd'], ['category', 'cat']];
   const PAGE = 100;
-  let samples = null, shared = { prompts: {}, references: {} }, view = [], page = 0;
+  let samples = null, view = [], page = 0;
+  // Outputs, parsed answers, prompts and references: inflated when a sample is first opened.
+  let details = null, shared = null, loading = null;
+  function loadDetails() {
+    loading = loading || Promise.all([inflate('data-details'), inflate('data-shared')])
+      .then(([d, s]) => { details = d; shared = s; });
+    return loading;
+  }
 
   async function inflate(id) {
+    // The browser's own base64 decoder (a data: URL) is far faster than atob and a copy.
     const node = document.getElementById(id);
-    const bin = Uint8Array.from(atob(node.textContent.trim()), (c) => c.charCodeAt(0));
-    const stream = new Blob([bin]).stream().pipeThrough(new DecompressionStream('gzip'));
-    return JSON.parse(await new Response(stream).text());
+    const packed = await fetch('data:application/octet-stream;base64,' + node.textContent.trim());
+    const stream = packed.body.pipeThrough(new DecompressionStream('gzip'));
+    const text = await new Response(stream).text();
+    performance.mark('inflated ' + id);
+    return JSON.parse(text);
   }
 
   function el(tag, text, attrs) {
@@ -36,13 +46,17 @@
   function buildFilters() {
     const form = document.getElementById('filters');
     for (const [name, key] of FIELDS) {
-      const values = [...new Set(samples.map((s) => String(s[key])))].filter((v) => v !== '');
+      const seen = new Set();
+      for (const s of samples) seen.add(String(s[key]));
+      const values = [...seen].filter((v) => v !== '');
       if (values.length === 0) continue;
       values.sort((a, b) => (name === 'seed' ? Number(a) - Number(b) : a.localeCompare(b)));
-      const label = name === 'regime' && shared.group ? shared.group : name;
+      const label = name === 'regime' ? document.getElementById('sample-table').dataset.group || name : name;
       form.appendChild(select(name, label, values));
     }
-    const metrics = [...new Set(samples.flatMap((s) => Object.keys(s.x)))].sort();
+    const names = new Set();
+    for (const s of samples) for (const k in s.x) names.add(k);
+    const metrics = [...names].sort();
     form.appendChild(select('metric', 'metric', metrics));
     const outcome = select('outcome', 'outcome', []);
     const os = outcome.querySelector('select');
@@ -101,7 +115,7 @@
     if (!head.rows.length) {
       const tr = head.insertRow();
       for (const h of ['#', 'model', 'condition', 'task', 'step', 'seed', 'scenario',
-        shared.group || 'group', 'category', 'output']) tr.appendChild(el('th', h));
+        table.dataset.group || 'group', 'category', 'output']) tr.appendChild(el('th', h));
     }
     const body = document.createElement('tbody');
     for (const i of view.slice(page * PAGE, (page + 1) * PAGE)) {
@@ -109,7 +123,7 @@
       const tr = body.insertRow();
       tr.dataset.i = String(i);
       tr.dataset.group = s.g;
-      for (const v of [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.g, s.cat, s.out.slice(0, 60)]) {
+      for (const v of [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.g, s.cat, s.o]) {
         tr.appendChild(el('td', v));
       }
       tr.onclick = () => { location.hash = 'sample=' + i; };
@@ -123,13 +137,19 @@
     return d;
   }
 
-  function show(i) {
+  async function show(i) {
     const s = samples[i];
     const d = document.getElementById('detail');
     d.textContent = '';
     if (!s) return;
+    if (!details) {
+      d.textContent = 'loading the outputs and prompts…';
+      await loadDetails();
+      d.textContent = '';
+    }
+    const [out, fin, parsed] = details[i];
     d.appendChild(el('h3', 'Sample ' + i + ': ' + [s.m, s.c, s.t, 'step ' + s.st, 'seed ' + s.sd, s.sc, s.g].filter((x) => x !== '').join(' · ')));
-    const meta = el('p', 'category ' + s.cat + (s.why ? ' (' + s.why + ')' : '') + '; finish ' + s.fin + '; request ' + s.id);
+    const meta = el('p', 'category ' + s.cat + (s.why ? ' (' + s.why + ')' : '') + '; finish ' + fin + '; request ' + s.id);
     d.appendChild(meta);
     const scores = el('table', null, { class: 'figures' });
     for (const [k, v] of Object.entries(s.x)) {
@@ -139,8 +159,8 @@
     d.append(el('h4', 'Scores'), scores);
     const prompt = shared.prompts[s.id];
     d.appendChild(block('Prompt', prompt === undefined ? '(this prompt is not in the plan of this report)' : prompt));
-    d.appendChild(block('Raw output', s.out));
-    d.appendChild(block('Parsed answer', JSON.stringify(s.p, null, 2)));
+    d.appendChild(block('Raw output', out));
+    d.appendChild(block('Parsed answer', JSON.stringify(parsed, null, 2)));
     const ref = s.r === undefined ? undefined : shared.references[s.r];
     d.appendChild(block('Reference', ref === undefined ? '(none in this report)' : JSON.stringify(ref, null, 2)));
     d.scrollIntoView();
@@ -164,13 +184,16 @@
   async function start() {
     if (!document.getElementById('data-samples')) return;
     try {
-      [samples, shared] = await Promise.all([inflate('data-samples'), inflate('data-shared')]);
+      samples = await inflate('data-samples');
     } catch (e) {
       document.getElementById('count').textContent = 'the sample data cannot be read: ' + e;
       throw e;
     }
+    performance.mark('parsed');
     buildFilters();
+    performance.mark('filters');
     apply();
+    performance.mark('listed');
     window.addEventListener('hashchange', fromHash);
     fromHash();
     document.body.dataset.ready = '1';
