@@ -84,7 +84,7 @@ impl Provenance {
             let text = |v: Option<&Value>| match v {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => Some(s.clone()),
-                Some(v) => Some(v.to_string()),
+                Some(v) => Some(rounded(v).to_string()),
             };
             let id = |p: &str| text(r.identity.pointer(p));
             let cx = |p: &str| text(r.context.pointer(p));
@@ -123,4 +123,33 @@ struct RunSourceIn {
     identity: Value,
     #[serde(default)]
     context: Value,
+}
+
+/// `v` with every fraction rounded to six decimals: sampling parameters are stored as
+/// f32, whose f64 spelling (0.20000000298023224) says nothing a reader needs.
+fn rounded(v: &Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => n
+            .as_f64()
+            .and_then(|f| serde_json::Number::from_f64((f * 1e6).round() / 1e6))
+            .map_or_else(|| v.clone(), Value::Number),
+        Value::Array(a) => Value::Array(a.iter().map(rounded).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), rounded(v))).collect()),
+        _ => v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rounded;
+    use serde_json::json;
+
+    #[test]
+    fn provenance_shows_sampling_parameters_as_written() {
+        let v = json!({"temperature": 0.2f32 as f64, "top_p": 0.9f32 as f64, "seed": 42});
+        assert_eq!(
+            rounded(&v).to_string(),
+            r#"{"temperature":0.2,"top_p":0.9,"seed":42}"#
+        );
+    }
 }
