@@ -461,6 +461,7 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
         bail!("give one or more run folders (outputs/<model>/<run>), or --bench");
     }
     let mut runs = Vec::new();
+    let mut manifests = Vec::new();
     let mut workload = None;
     let mut family = None;
     // Which run first holds each (model, request, seed): pooled runs must not count a
@@ -492,6 +493,8 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
             runs_one[0].1.len()
         );
         let [(l, mut r)] = runs_one;
+        manifests
+            .push(json!({"label": l, "dir": dir, "identity": m.identity, "context": m.context}));
         let mut overlap = Vec::new();
         r.retain(|rec| {
             let key = (l.clone(), rec.request_id.clone(), rec.seed);
@@ -532,7 +535,14 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
         let out = args
             .out
             .unwrap_or_else(|| PathBuf::from("outputs").join("combined"));
-        let summary = w.report(&runs, &out, &format!("{}: combined runs", w.name()))?;
+        // The combined report's provenance: the manifests of the runs it combines.
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        let sources = out.join(runner::score::report::provenance::RUNS_FILE);
+        std::fs::write(&sources, serde_json::to_string_pretty(&manifests)?)
+            .with_context(|| format!("writing {}", sources.display()))?;
+        let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
+        let title = format!("{}: combined runs ({})", w.name(), labels.join(", "));
+        let summary = w.report(&runs, &out, &title)?;
         print!("{summary}");
         eprintln!("combined reports in {}", out.display());
     }

@@ -3,11 +3,13 @@
 use anyhow::Context;
 use clap::Args;
 use runner::engine::baseline::{self, System};
+use runner::run::creg::SUITE_NAME;
 use runner::score::aggregate::{self, Scored};
 use runner::score::contract::FinishReason;
 use runner::score::report;
 use runner::score::sample::{questions, score_text, Question};
 use runner::suite::creg::frozen;
+use runner::suite::creg::spec::NormativeSpec;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -45,10 +47,19 @@ pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
             .join(args.system.name())
             .join("baseline")
     });
-    let title = format!("CREG evaluation-v1.0: baseline {}", args.system);
-    let written = report::write_reports(&out, &agg, &title)
+    let title = format!("{SUITE_NAME}: {} (baseline, no journal)", args.system);
+    let provenance = report::Provenance::new(
+        Some(runner::digest::sha256_hex(frozen::FROZEN_JSONL.as_bytes())),
+        Some(NormativeSpec::frozen_sha256().to_string()),
+    );
+    let inputs = report::ReportInputs {
+        title: &title,
+        provenance: &provenance,
+        browser: None,
+    };
+    let written = report::write_reports(&out, &agg, &inputs)
         .with_context(|| format!("writing reports into {}", out.display()))?;
-    print!("{}", report::summary(&agg, &title));
+    print!("{}", report::summary(&agg, &title, &provenance));
     println!(
         "\n{} samples scored and aggregated in {:.2} s; reports: {}",
         samples.len(),

@@ -10,7 +10,7 @@ use crate::journal::SampleRecord;
 use crate::plan::{self, PlanSpec};
 use crate::render::{manifest::templates_sha256, manifest::PROMPTS_VERSION, Renderer};
 use crate::score::aggregate::{self, Aggregate, Scored};
-use crate::score::report;
+use crate::score::report::{self, Browser};
 use crate::score::sample::{score_text, Question, SampleScore};
 use crate::suite::creg::record::{Scenario, ScenarioId};
 use crate::suite::creg::spec::NormativeSpec;
@@ -135,6 +135,25 @@ impl CregWorkload {
         }
         Ok(aggregate::aggregate(&scored, &self.suite))
     }
+
+    /// Every journaled sample of `runs` for the HTML's sample browser, with the
+    /// prompts of this plan.
+    pub fn browser(&self, runs: &[(String, Vec<SampleRecord>)]) -> Result<Browser, String> {
+        let mut b = Browser {
+            group_name: "regime".into(),
+            ..Browser::default()
+        };
+        for (model, records) in runs {
+            for r in records {
+                let (s, q, score) = self
+                    .score_sample(r)
+                    .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
+                b.push_creg(model, r, s, q, &score);
+            }
+        }
+        b.add_prompts(self.jobs.iter().map(|j| &j.request));
+        Ok(b)
+    }
 }
 
 impl Workload for CregWorkload {
@@ -199,11 +218,26 @@ impl Workload for CregWorkload {
             path: dir.to_path_buf(),
             message,
         })?;
-        report::write_reports(dir, &agg, title).map_err(|source| RunError::Report {
+        let browser = self.browser(runs).map_err(|message| RunError::Score {
+            path: dir.to_path_buf(),
+            message,
+        })?;
+        let label = runs.first().map_or("", |(l, _)| l.as_str());
+        let provenance = report::Provenance::new(
+            Some(self.suite_sha256.clone()),
+            Some(NormativeSpec::frozen_sha256().to_string()),
+        )
+        .with_runs_in(dir, label);
+        let inputs = report::ReportInputs {
+            title,
+            provenance: &provenance,
+            browser: Some(&browser),
+        };
+        report::write_reports(dir, &agg, &inputs).map_err(|source| RunError::Report {
             path: dir.to_path_buf(),
             source,
         })?;
-        Ok(report::summary(&agg, title))
+        Ok(report::summary(&agg, title, &provenance))
     }
 
     fn baselines(&self) -> Vec<&'static str> {

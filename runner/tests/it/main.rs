@@ -13,6 +13,7 @@ mod probe_cli;
 mod probe_generator;
 mod probe_loader;
 mod reliability;
+mod report_files;
 mod run_creg;
 mod run_probe;
 mod score_fuzz;

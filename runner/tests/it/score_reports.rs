@@ -131,7 +131,13 @@ fn the_oracle_follows_relations_in_every_twin_pair_and_uniform_in_none() {
 fn reports_land_as_files_a_researcher_can_use() {
     let (_, agg) = both();
     let dir = std::env::temp_dir().join(format!("creg-report-test-{}", std::process::id()));
-    let written = report::write_reports(&dir, agg, "test run").unwrap();
+    let provenance = report::Provenance::new(Some("abc123".into()), None);
+    let inputs = report::ReportInputs {
+        title: "test run",
+        provenance: &provenance,
+        browser: None,
+    };
+    let written = report::write_reports(&dir, agg, &inputs).unwrap();
     let names: Vec<String> = written
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -141,15 +147,17 @@ fn reports_land_as_files_a_researcher_can_use() {
         [
             "scores.json",
             "summary.md",
+            "tables.tex",
             "scores.csv",
             "reliability.svg",
             "regimes.svg",
-            "contrasts.svg"
+            "contrasts.svg",
+            "report.html"
         ]
     );
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     assert!(
-        summary.contains("| oracle | full_graph | 1.000 [1.000, 1.000] |"),
+        summary.contains("| oracle / full_graph | 1.000 [1.000, 1.000] |"),
         "{summary}"
     );
     // Every table row has as many cells as its header.

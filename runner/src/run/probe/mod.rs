@@ -494,7 +494,7 @@ impl Workload for ProbeWorkload {
                 "limit_per_domain": self.plan.limit_per_domain,
             },
             "shard": self.plan.shard.map(|s| s.to_string()),
-            "decoding": {"sampling": self.sampling, "max_new_tokens": self.max_new_tokens},
+            "decoding": {"sampling": super::sampling_as_typed(self.sampling), "max_new_tokens": self.max_new_tokens},
         })
     }
 
@@ -524,6 +524,17 @@ impl Workload for ProbeWorkload {
                 message,
             })?;
         write_reports(dir, &report).map_err(|source| RunError::Report {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        crate::score::report::probe_html::write_run(
+            dir,
+            title,
+            &report,
+            runs,
+            self.jobs.iter().map(|j| &j.request),
+        )
+        .map_err(|source| RunError::Report {
             path: dir.to_path_buf(),
             source,
         })?;

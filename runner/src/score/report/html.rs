@@ -1,0 +1,356 @@
+//! `report.html`: one self-contained page (inline CSS, JavaScript and SVG; nothing from
+//! the network) with provenance, the tables, the plots and a browser over every sample.
+//! The tables are plain HTML, painted before any script runs; the sample data follows
+//! them compressed, and the script inflates it after the first paint.
+
+use super::browser::Browser;
+use super::summary::CONTRAST_METRICS;
+use super::{
+    distinct_contrasts, escape, exploratory, models_conditions, plots, series_label, ReportInputs,
+    EXPLORATORY_NOTE, HEADLINE, REVISION,
+};
+use crate::score::aggregate::Aggregate;
+use crate::score::bootstrap::Estimate;
+use crate::suite::creg::record::Regime;
+use std::fmt::Write as _;
+
+const CSS: &str = include_str!("assets/report.css");
+const JS: &str = include_str!("assets/report.js");
+
+/// A link into the sample browser, filtered by the given (field, value) pairs.
+pub fn samples_href(filters: &[(&str, &str)]) -> String {
+    let query: Vec<String> = filters
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", percent(v)))
+        .collect();
+    format!("#samples?{}", query.join("&"))
+}
+
+fn percent(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// A page under construction: sections in order, then the sample browser.
+pub struct Page {
+    title: String,
+    nav: Vec<(String, String)>,
+    body: String,
+}
+
+impl Page {
+    pub fn new(title: &str) -> Page {
+        Page {
+            title: title.to_string(),
+            nav: Vec::new(),
+            body: String::new(),
+        }
+    }
+
+    pub fn section(&mut self, id: &str, heading: &str, html: &str) {
+        self.nav.push((id.to_string(), heading.to_string()));
+        let _ = writeln!(
+            self.body,
+            "<section id=\"{id}\"><h2>{}</h2>\n{html}</section>",
+            escape(heading)
+        );
+    }
+
+    /// The whole page; with a browser, its data and the sample browser's section.
+    pub fn finish(mut self, browser: Option<&Browser>) -> std::io::Result<String> {
+        if browser.is_some() {
+            self.nav.push(("samples".into(), "Samples".into()));
+        }
+        let mut out = String::with_capacity(self.body.len() + 4096);
+        let _ = write!(
+            out,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{t}</title>\n<style>{CSS}</style></head>\n<body><header><h1>{t}</h1><nav>",
+            t = escape(&self.title)
+        );
+        for (id, h) in &self.nav {
+            let _ = write!(out, "<a href=\"#{id}\">{}</a>", escape(h));
+        }
+        out.push_str("</nav></header>\n<main>\n");
+        out.push_str(&self.body);
+        if let Some(b) = browser {
+            let enc = b.encode()?;
+            let _ = write!(
+                out,
+                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\" data-group=\"{g}\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-details\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
+                enc.samples,
+                enc.details,
+                enc.shared,
+                n = b.samples.len(),
+                g = escape(&b.group_name)
+            );
+        } else {
+            out.push_str("</main>\n");
+        }
+        let _ = write!(out, "<script>{JS}</script>\n</body></html>\n");
+        Ok(out)
+    }
+}
+
+/// A `mean [lo, hi]` cell linking to its samples; `key` marks it for checks.
+fn estimate_td(e: Option<&Estimate>, key: &str, href: &str) -> String {
+    match e {
+        None => "<td class=\"na\">–</td>".to_string(),
+        Some(e) => format!(
+            "<td data-cell=\"{}\"><a href=\"{}\">{:.3}</a> <small>[{:.3}, {:.3}]</small></td>",
+            escape(key),
+            escape(href),
+            e.mean,
+            e.lo,
+            e.hi
+        ),
+    }
+}
+
+fn series_th(m: &str, c: &str) -> String {
+    format!(
+        "<th scope=\"row\"><a href=\"{}\">{}</a></th>",
+        escape(&samples_href(&[("model", m), ("condition", c)])),
+        escape(&series_label(m, c))
+    )
+}
+
+/// Provenance as a definition list.
+fn provenance_html(inputs: &ReportInputs) -> String {
+    let mut s = String::from("<dl class=\"provenance\">");
+    for (k, v) in inputs.provenance.lines() {
+        let _ = write!(s, "<dt>{}</dt><dd>{}</dd>", escape(&k), escape(&v));
+    }
+    s.push_str("</dl>");
+    s
+}
+
+/// The CREG report page.
+pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String> {
+    let rows = models_conditions(a);
+    let mut page = Page::new(inputs.title);
+    let mut prov = provenance_html(inputs);
+    let _ = write!(
+        prov,
+        "<p>{} scored samples. Means with 95% bootstrap intervals clustered by scenario (seeds nested, {} resamples).</p>",
+        a.samples,
+        crate::score::aggregate::RESAMPLES
+    );
+    if rows.iter().any(|(m, c)| exploratory(m, c)) {
+        let _ = write!(prov, "<p class=\"note\">{}</p>", escape(EXPLORATORY_NOTE));
+    }
+    page.section("provenance", "Provenance", &prov);
+
+    // Headline and revision tables: rows are model / condition.
+    let table = |cols: &[(&str, &str, &str)]| {
+        let mut s = String::from("<table class=\"figures\"><thead><tr><th>model / condition</th>");
+        for (task, metric, label) in cols {
+            let _ = write!(s, "<th title=\"{task} {metric}\">{}</th>", escape(label));
+        }
+        s.push_str("</tr></thead><tbody>");
+        for (m, c) in &rows {
+            let _ = write!(s, "<tr>{}", series_th(m, c));
+            for (task, metric, _) in cols {
+                let key = format!("{m}|{c}|{task}|{metric}|");
+                let href = samples_href(&[("model", m), ("condition", c), ("task", task)]);
+                s.push_str(&estimate_td(a.pooled(m, c, task, metric), &key, &href));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table>");
+        s
+    };
+    page.section("headline", "Headline", &table(&HEADLINE));
+    let revision: Vec<(&str, &str, &str)> =
+        REVISION.iter().map(|(m, l)| ("belief", *m, *l)).collect();
+    page.section(
+        "revision",
+        "Belief revision and calibration",
+        &table(&revision),
+    );
+
+    // Per-regime tables for every headline metric.
+    let mut regimes = plots::regime_bars(a, "belief", "top_state_accuracy", "top-state accuracy");
+    for (task, metric, label) in HEADLINE {
+        let mut s = format!(
+            "<h3>{} <small>({task} {metric})</small></h3><table class=\"figures\"><thead><tr><th>regime</th>",
+            escape(label)
+        );
+        for (m, c) in &rows {
+            let _ = write!(s, "<th>{}</th>", escape(&series_label(m, c)));
+        }
+        s.push_str("</tr></thead><tbody>");
+        let mut any = false;
+        for regime in Regime::ALL {
+            let r = regime.to_string();
+            let _ = write!(
+                s,
+                "<tr><th scope=\"row\"><a href=\"{}\">{r}</a></th>",
+                escape(&samples_href(&[("regime", &r)]))
+            );
+            for (m, c) in &rows {
+                let e = a.find(m, c, task, metric, Some(regime));
+                any |= e.is_some();
+                let key = format!("{m}|{c}|{task}|{metric}|{r}");
+                let href = samples_href(&[
+                    ("model", m),
+                    ("condition", c),
+                    ("task", task),
+                    ("regime", &r),
+                ]);
+                s.push_str(&estimate_td(e, &key, &href));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table>");
+        if any {
+            regimes.push_str(&s);
+        }
+    }
+    page.section("regimes", "By regime", &regimes);
+
+    // Contrasts, each once: forest plots and a table.
+    let mut contrasts = String::from("<p class=\"note\">Each contrast once: a condition minus <code>full_graph</code>, and <code>full_graph</code> minus <code>graph_without_relations</code> (what relation content adds); paired by scenario.</p>");
+    for (metric, _) in CONTRAST_METRICS {
+        contrasts.push_str(&plots::forest(a, "belief", metric));
+    }
+    contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th></tr></thead><tbody>");
+    for k in distinct_contrasts(a).into_iter().filter(|k| {
+        HEADLINE
+            .iter()
+            .any(|(t, m, _)| *t == k.task && *m == k.metric)
+    }) {
+        let d = &k.difference;
+        let _ = write!(
+            contrasts,
+            "<tr><td>{}</td><td>{} − {}</td><td>{}</td><td>{}</td><td>{:+.3} <small>[{:+.3}, {:+.3}]</small></td></tr>",
+            escape(&k.model),
+            escape(&k.condition),
+            escape(&k.baseline_condition),
+            k.task,
+            k.metric,
+            d.mean,
+            d.lo,
+            d.hi
+        );
+    }
+    contrasts.push_str("</tbody></table>");
+    page.section("contrasts", "Condition contrasts", &contrasts);
+
+    {
+        let mut s = String::from("<p class=\"note\">The relation-association twins share their observations byte for byte and differ in relation content only: both final answers right, and how far apart the stated probabilities are beside the reference's own gap.</p><table class=\"figures\"><thead><tr><th>model / condition</th><th>pairs</th><th>both twins correct</th><th>stated gap |p_A − p_B|</th><th>reference gap</th></tr></thead><tbody>");
+        for t in &a.twins {
+            let href = samples_href(&[
+                ("model", &t.model),
+                ("condition", &t.condition),
+                ("regime", "relation_association"),
+            ]);
+            let _ = write!(
+                s,
+                "<tr>{}<td>{}</td>{}{}<td>{:.3}</td></tr>",
+                series_th(&t.model, &t.condition),
+                t.both_correct.clusters,
+                estimate_td(Some(&t.both_correct), "", &href),
+                estimate_td(Some(&t.stated_gap), "", &href),
+                t.reference_gap
+            );
+        }
+        s.push_str("</tbody></table>");
+        if a.twins.is_empty() {
+            s.push_str("<p>No complete twin pair among these samples (both twins of a pair are needed; a run under <code>--limit</code> may hold none).</p>");
+        }
+        page.section("twins", "Counterfactual twins", &s);
+    }
+
+    let mut rel = plots::reliability(a);
+    rel.push_str("<table class=\"figures\"><thead><tr><th>model / condition</th><th>stated p(anomalous) bin</th><th>samples</th><th>mean stated</th><th>mean reference</th></tr></thead><tbody>");
+    for b in &a.reliability {
+        let _ = write!(
+            rel,
+            "<tr><td>{}</td><td>[{:.1}, {:.1})</td><td>{}</td><td>{:.3}</td><td>{:.3}</td></tr>",
+            escape(&series_label(&b.model, &b.condition)),
+            b.lo,
+            b.hi,
+            b.count,
+            b.mean_stated,
+            b.mean_reference
+        );
+    }
+    rel.push_str("</tbody></table>");
+    page.section("reliability", "Reliability", &rel);
+
+    page.section(
+        "contract",
+        "Output contract",
+        &contract_html(a, inputs.browser),
+    );
+    page.finish(inputs.browser)
+}
+
+/// Category counts per model / condition / task, then the failure reasons with example
+/// samples.
+fn contract_html(a: &Aggregate, browser: Option<&Browser>) -> String {
+    let mut s = String::from("<table class=\"figures\"><thead><tr><th>model / condition / task</th><th>valid</th><th>repaired</th><th>invalid</th><th>truncated</th></tr></thead><tbody>");
+    for (key, counts) in &a.categories {
+        let parts: Vec<&str> = key.split(" / ").collect();
+        let _ = write!(s, "<tr><th scope=\"row\">{}</th>", escape(key));
+        for cat in ["valid", "repaired", "invalid", "truncated"] {
+            let n = counts.get(cat).copied().unwrap_or(0);
+            let href = match parts.as_slice() {
+                [m, c, t] => samples_href(&[
+                    ("model", m),
+                    ("condition", c),
+                    ("task", t),
+                    ("category", cat),
+                ]),
+                _ => samples_href(&[("category", cat)]),
+            };
+            let _ = write!(s, "<td><a href=\"{}\">{n}</a></td>", escape(&href));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    let Some(b) = browser else {
+        return s;
+    };
+    // Failure reasons, most frequent first, each with up to three example samples.
+    let mut reasons: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, x) in b.samples.iter().enumerate() {
+        if let Some(why) = &x.why {
+            reasons.entry(why).or_default().push(i);
+        }
+    }
+    let mut reasons: Vec<(&str, Vec<usize>)> = reasons.into_iter().collect();
+    reasons.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    if reasons.is_empty() {
+        s.push_str("<p>No contract failures.</p>");
+        return s;
+    }
+    s.push_str("<h3>Contract failures by reason</h3><table class=\"figures\"><thead><tr><th>reason</th><th>samples</th><th>examples</th></tr></thead><tbody>");
+    for (why, idx) in reasons.iter().take(40) {
+        let _ = write!(s, "<tr><td>{}</td><td>{}</td><td>", escape(why), idx.len());
+        for &i in idx.iter().take(3) {
+            let x = &b.samples[i];
+            let excerpt: String = x.text.chars().take(80).collect();
+            let _ = write!(
+                s,
+                "<div><a href=\"#sample={i}\">{} / {} / {} seed {}</a> <code>{}</code></div>",
+                escape(&x.model),
+                escape(&x.condition),
+                escape(&x.scenario),
+                x.seed,
+                escape(&excerpt)
+            );
+        }
+        s.push_str("</td></tr>");
+    }
+    s.push_str("</tbody></table>");
+    s
+}

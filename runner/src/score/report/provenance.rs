@@ -1,0 +1,155 @@
+//! Where a report's figures come from: the runner that wrote it, when, and each run's
+//! manifest (suite and spec hashes, model revisions, sampling, seeds, device, dates).
+
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+/// The file a combined report's folder holds: the manifests of the runs it combines.
+pub const RUNS_FILE: &str = "runs.json";
+
+/// One run behind a report: its label and its manifest's two parts.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSource {
+    pub label: String,
+    pub identity: Value,
+    pub context: Value,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Provenance {
+    pub runner_version: &'static str,
+    /// When the report was written (UTC, RFC 3339).
+    pub written: String,
+    pub suite_sha256: Option<String>,
+    pub spec_sha256: Option<String>,
+    pub runs: Vec<RunSource>,
+}
+
+impl Provenance {
+    pub fn new(suite_sha256: Option<String>, spec_sha256: Option<String>) -> Provenance {
+        Provenance {
+            runner_version: env!("CARGO_PKG_VERSION"),
+            written: chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            suite_sha256,
+            spec_sha256,
+            runs: Vec::new(),
+        }
+    }
+
+    /// Adds the runs whose manifests `dir` holds: its own `manifest.json` (a run
+    /// folder) or `runs.json` (a combined report). Missing or unreadable files add
+    /// nothing: provenance is shown as far as it is known.
+    pub fn with_runs_in(mut self, dir: &Path, label: &str) -> Provenance {
+        let read = |name: &str| -> Option<Value> {
+            serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok()
+        };
+        if let Some(m) = read("manifest.json") {
+            self.runs.push(RunSource {
+                label: label.to_string(),
+                identity: m.get("identity").cloned().unwrap_or(Value::Null),
+                context: m.get("context").cloned().unwrap_or(Value::Null),
+            });
+        } else if let Some(Value::Array(runs)) = read(RUNS_FILE) {
+            for r in runs {
+                if let Ok(source) = serde_json::from_value::<RunSourceIn>(r) {
+                    self.runs.push(RunSource {
+                        label: source.label,
+                        identity: source.identity,
+                        context: source.context,
+                    });
+                }
+            }
+        }
+        self
+    }
+
+    /// (field, value) lines, run by run, for the markdown and HTML.
+    pub fn lines(&self) -> Vec<(String, String)> {
+        let mut out = vec![
+            (
+                "runner version".to_string(),
+                self.runner_version.to_string(),
+            ),
+            ("report written".to_string(), self.written.clone()),
+        ];
+        if let Some(s) = &self.suite_sha256 {
+            out.push(("suite sha256".into(), s.clone()));
+        }
+        if let Some(s) = &self.spec_sha256 {
+            out.push(("normative spec sha256".into(), s.clone()));
+        }
+        for r in &self.runs {
+            let text = |v: Option<&Value>| match v {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(v) => Some(rounded(v).to_string()),
+            };
+            let id = |p: &str| text(r.identity.pointer(p));
+            let cx = |p: &str| text(r.context.pointer(p));
+            let mut parts = Vec::new();
+            for (name, v) in [
+                ("suite", id("/suite/name")),
+                ("suite sha256", id("/suite/sha256")),
+                ("spec sha256", id("/suite/spec_sha256")),
+                ("model", id("/model/name")),
+                ("revision", id("/model/revision")),
+                ("dtype", id("/model/dtype")),
+                ("runner", id("/runner_version")),
+                ("sampling", id("/decoding/sampling")),
+                ("max new tokens", id("/decoding/max_new_tokens")),
+                ("seeds", id("/plan/seeds")),
+                ("conditions", id("/plan/conditions")),
+                ("limit per regime", id("/plan/limit_per_regime")),
+                ("shard", id("/shard")),
+                ("device", cx("/device")),
+                ("started", cx("/started")),
+            ] {
+                if let Some(v) = v {
+                    parts.push(format!("{name} {v}"));
+                }
+            }
+            out.push((format!("run {}", r.label), parts.join("; ")));
+        }
+        out
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RunSourceIn {
+    label: String,
+    #[serde(default)]
+    identity: Value,
+    #[serde(default)]
+    context: Value,
+}
+
+/// `v` with every fraction rounded to six decimals: sampling parameters are stored as
+/// f32, whose f64 spelling (0.20000000298023224) says nothing a reader needs.
+fn rounded(v: &Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => n
+            .as_f64()
+            .and_then(|f| serde_json::Number::from_f64((f * 1e6).round() / 1e6))
+            .map_or_else(|| v.clone(), Value::Number),
+        Value::Array(a) => Value::Array(a.iter().map(rounded).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), rounded(v))).collect()),
+        _ => v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rounded;
+    use serde_json::json;
+
+    #[test]
+    fn provenance_shows_sampling_parameters_as_written() {
+        let v = json!({"temperature": 0.2f32 as f64, "top_p": 0.9f32 as f64, "seed": 42});
+        assert_eq!(
+            rounded(&v).to_string(),
+            r#"{"temperature":0.2,"top_p":0.9,"seed":42}"#
+        );
+    }
+}
