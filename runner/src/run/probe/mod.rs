@@ -494,7 +494,10 @@ impl Workload for ProbeWorkload {
                 "limit_per_domain": self.plan.limit_per_domain,
             },
             "shard": self.plan.shard.map(|s| s.to_string()),
-            "decoding": {"sampling": super::sampling_as_typed(self.sampling), "max_new_tokens": self.max_new_tokens},
+            "decoding": {
+                "sampling": super::sampling_as_typed(self.sampling),
+                "max_new_tokens": self.max_new_tokens,
+            },
         })
     }
 
