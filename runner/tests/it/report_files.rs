@@ -357,3 +357,117 @@ fn a_probe_run_writes_its_html_report_from_the_scores_json() {
     assert_eq!(samples.as_array().unwrap().len(), journal_len(&dir));
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// The `#samples?...` link of the table cell `data-cell="key"`, as (field, value) pairs.
+fn cell_link(html: &str, key: &str) -> Vec<(String, String)> {
+    let open = format!("data-cell=\"{key}\"><a href=\"#samples?");
+    let start = html
+        .find(&open)
+        .unwrap_or_else(|| panic!("no link in {key}"))
+        + open.len();
+    let end = start + html[start..].find('"').unwrap();
+    html[start..end]
+        .split("&amp;")
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.replace("%20", " "))
+        })
+        .collect()
+}
+
+/// The samples the browser lists under `filters`, as its script reads them: fixed
+/// fields by their short keys, anything else as a facet.
+fn filtered<'a>(samples: &'a [Value], filters: &[(String, String)]) -> Vec<&'a Value> {
+    samples
+        .iter()
+        .filter(|s| {
+            filters.iter().all(|(k, v)| {
+                let have = match k.as_str() {
+                    "model" => &s["m"],
+                    "condition" => &s["c"],
+                    "task" => &s["t"],
+                    facet => &s["f"][facet],
+                };
+                have.as_str() == Some(v.as_str())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_probe_report_gives_each_sample_its_items_facets_and_links_breakdowns_to_them() {
+    let out = scratch("probe-facets");
+    runner(&[
+        "--suite",
+        "probe",
+        "--model",
+        "oracle",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let dir = out.join("oracle/probe");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let scores: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("scores.json")).unwrap()).unwrap();
+    let samples = block(&html, "data-samples");
+    let samples = samples.as_array().unwrap();
+    assert_eq!(samples.len(), journal_len(&dir));
+    let references = block(&html, "data-shared")["references"].clone();
+
+    // Every sample: its question kind, its item's facets, and the gold of its question.
+    for s in samples {
+        let task = s["t"].as_str().unwrap();
+        let kind = s["f"]["question"].as_str().unwrap();
+        let reference = &references[s["r"].as_str().unwrap()];
+        if s["c"] == "conversation" {
+            assert_eq!(kind, task);
+            // Core ids spell the hop depth: `emp-d2-...` is a two-hop item.
+            let hop = s["f"]["hop"].as_str().unwrap();
+            assert!(s["sc"].as_str().unwrap().contains(&format!("-d{hop}-")));
+            for facet in ["domain", "axis", "contradicted"] {
+                assert!(s["f"][facet].is_string(), "{facet} of {s}");
+            }
+            let gold = if task == "followup" {
+                "gold_axis"
+            } else {
+                "gold"
+            };
+            assert!(reference[gold].is_string(), "{reference}");
+        } else {
+            assert_eq!(kind, "point-in-time");
+            assert!(reference["gold"].is_string() && reference["as_of"].is_string());
+        }
+    }
+
+    // By hop, axis and domain: each cell links to exactly the samples it counts.
+    let by = &scores["systems"][0]["probe"]["by"];
+    for (breakdown, facet) in [("hop_depth", "hop"), ("axis", "axis"), ("domain", "domain")] {
+        let cells = by[breakdown].as_object().unwrap();
+        assert!(!cells.is_empty());
+        if breakdown == "hop_depth" {
+            assert_eq!(cells.len(), 4);
+        }
+        for (cell, e) in cells {
+            let key = format!("/systems/0/probe/by/{breakdown}/{cell}");
+            let link = cell_link(&html, &key);
+            assert!(
+                link.contains(&(facet.to_string(), cell.clone())),
+                "{link:?}"
+            );
+            let shown = filtered(samples, &link);
+            assert_eq!(shown.len() as u64, e["values"].as_u64().unwrap(), "{key}");
+            assert!(shown
+                .iter()
+                .all(|s| s["t"] == "post" && s["f"][facet] == cell.as_str()));
+        }
+    }
+    // Point-in-time cells link to their queries.
+    let pit = &scores["systems"][0]["pit"]["by_label"];
+    for (label, e) in pit.as_object().unwrap() {
+        let link = cell_link(&html, &format!("/systems/0/pit/by_label/{label}"));
+        let shown = filtered(samples, &link);
+        assert_eq!(shown.len() as u64, e["values"].as_u64().unwrap(), "{label}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -536,6 +536,7 @@ impl Workload for ProbeWorkload {
             &report,
             runs,
             self.jobs.iter().map(|j| &j.request),
+            &self.facts(),
         )
         .map_err(|source| RunError::Report {
             path: dir.to_path_buf(),
@@ -582,6 +583,7 @@ fn write_reports(dir: &Path, report: &RunReport) -> std::io::Result<()> {
     Ok(())
 }
 
+mod facets;
 mod followup;
 mod scoring;
 #[cfg(test)]

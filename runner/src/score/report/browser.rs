@@ -36,6 +36,9 @@ pub struct BrowserSample {
     pub group: String,
     #[serde(rename = "cat")]
     pub category: String,
+    /// Further filters of this workload (a Probe item's hop, domain, ...), in display order.
+    #[serde(rename = "f", skip_serializing_if = "Facets::is_empty")]
+    pub facets: Facets,
     /// Why the sample failed its contract, where it did.
     #[serde(rename = "why", skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -55,6 +58,27 @@ pub struct BrowserSample {
     /// The key of its reference, if any.
     #[serde(rename = "r", skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+}
+
+/// (name, value) pairs, serialized as one object in their order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Facets(pub Vec<(String, String)>);
+
+impl Facets {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Facets {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -152,6 +176,7 @@ impl Browser {
             scenario: r.scenario.clone(),
             group: String::new(),
             category,
+            facets: Facets::default(),
             why: None,
             metrics,
             request_id: r.request_id.clone(),
@@ -186,6 +211,7 @@ impl Browser {
             scenario: r.scenario.clone(),
             group: s.metadata.trajectory_regime.to_string(),
             category: score.category().to_string(),
+            facets: Facets::default(),
             why,
             metrics: score
                 .metrics()

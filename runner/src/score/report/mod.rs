@@ -7,6 +7,7 @@
 pub mod browser;
 pub mod html;
 pub mod plots;
+pub mod probe_facets;
 pub mod probe_html;
 pub mod provenance;
 pub mod summary;

@@ -3,7 +3,9 @@
 //! point-in-time query, or any added later) as its own table, and the sample browser
 //! over the journal. New keys in the scores JSON show up without a change here.
 
+use super::browser::Facets;
 use super::html::{samples_href, Page};
+use super::probe_facets::{cell_filters, ProbeFacts};
 use super::{escape, write_atomic, Browser, Provenance};
 use crate::engine::Request;
 use crate::journal::SampleRecord;
@@ -29,24 +31,47 @@ fn number(v: &Value) -> Option<String> {
     }
 }
 
-fn estimate_text(v: &Value, key: &str) -> String {
+fn estimate_text(v: &Value, key: &str, href: Option<&str>) -> String {
     let f = |k: &str| v.get(k).and_then(Value::as_f64);
     match (f("mean"), f("lo"), f("hi")) {
         (Some(m), Some(lo), Some(hi)) => format!(
-            "<td data-cell=\"{}\">{m:.3} <small>[{lo:.3}, {hi:.3}]</small></td>",
-            escape(key)
+            "<td data-cell=\"{}\">{} <small>[{lo:.3}, {hi:.3}]</small></td>",
+            escape(key),
+            linked(&format!("{m:.3}"), href)
         ),
-        (Some(m), _, _) => format!("<td data-cell=\"{}\">{m:.3}</td>", escape(key)),
+        (Some(m), _, _) => format!(
+            "<td data-cell=\"{}\">{}</td>",
+            escape(key),
+            linked(&format!("{m:.3}"), href)
+        ),
         _ => "<td>–</td>".into(),
     }
 }
 
+/// `text` (already escaped or plain figures) as a link to `href`, if any.
+fn linked(text: &str, href: Option<&str>) -> String {
+    match href {
+        Some(h) => format!("<a href=\"{}\">{text}</a>", escape(h)),
+        None => text.to_string(),
+    }
+}
+
+/// The sample-browser link behind the figure at `key`, for a breakdown cell of a system.
+fn cell_href(model: Option<&str>, key: &str) -> Option<String> {
+    let filters = cell_filters(key)?;
+    let mut all: Vec<(&str, &str)> = model.map(|m| ("model", m)).into_iter().collect();
+    all.extend(filters.iter().map(|(k, v)| (*k, v.as_str())));
+    Some(samples_href(&all))
+}
+
 /// Renders one object: its scalar and estimate fields in a table, then each nested
 /// object under its own heading (a map of estimates or numbers as a two-column table).
-fn object(out: &mut String, o: &Map<String, Value>, path: &str, depth: usize) {
+/// `model` is the system the object belongs to, if any.
+fn object(out: &mut String, o: &Map<String, Value>, path: &str, depth: usize, model: Option<&str>) {
     let mut scalars = String::new();
     for (k, v) in o {
         let key = format!("{path}/{k}");
+        let href = cell_href(model, &key);
         if is_estimate(v) {
             let n = v
                 .get("values")
@@ -57,7 +82,7 @@ fn object(out: &mut String, o: &Map<String, Value>, path: &str, depth: usize) {
                 scalars,
                 "<tr><th scope=\"row\">{}</th>{}<td>{}</td></tr>",
                 escape(k),
-                estimate_text(v, &key),
+                estimate_text(v, &key, href.as_deref()),
                 escape(&n)
             );
         } else if let Some(text) = number(v) {
@@ -66,7 +91,7 @@ fn object(out: &mut String, o: &Map<String, Value>, path: &str, depth: usize) {
                 "<tr><th scope=\"row\">{}</th><td data-cell=\"{}\">{}</td><td></td></tr>",
                 escape(k),
                 escape(&key),
-                escape(&text)
+                linked(&escape(&text), href.as_deref())
             );
         }
     }
@@ -85,7 +110,7 @@ fn object(out: &mut String, o: &Map<String, Value>, path: &str, depth: usize) {
                 if k == "pit" {
                     let _ = write!(out, "<p class=\"note\">{PIT_NOTE}</p>");
                 }
-                object(out, inner, &key, depth + 1);
+                object(out, inner, &key, depth + 1, model);
             }
             Value::Array(items) if items.iter().any(Value::is_object) => {
                 let _ = write!(out, "<h{level}>{}</h{level}>", escape(k));
@@ -102,7 +127,7 @@ fn object(out: &mut String, o: &Map<String, Value>, path: &str, depth: usize) {
                             escape(&samples_href(&[("model", &name)])),
                             l = (level + 1).min(6)
                         );
-                        object(out, inner, &format!("{key}/{i}"), depth + 2);
+                        object(out, inner, &format!("{key}/{i}"), depth + 2, Some(&name));
                     }
                 }
             }
@@ -128,7 +153,7 @@ pub fn write_probe_html(
     page.section("provenance", "Provenance", &prov);
     let mut body = String::new();
     match scores {
-        Value::Object(o) => object(&mut body, o, "", 0),
+        Value::Object(o) => object(&mut body, o, "", 0, None),
         other => body.push_str(&format!("<pre>{}</pre>", escape(&other.to_string()))),
     }
     page.section("figures", "Figures", &body);
@@ -138,15 +163,30 @@ pub fn write_probe_html(
 }
 
 /// The Probe run's `report.html`: `report` is what its `scores.json` holds, `runs`
-/// the journaled samples per system, `requests` the plan (for the prompts).
+/// the journaled samples per system, `requests` the plan (for the prompts), `facts`
+/// each question's facets and reference (the journal names only the item).
 pub fn write_run<'a>(
     dir: &Path,
     title: &str,
     report: &impl serde::Serialize,
     runs: &[(String, Vec<SampleRecord>)],
     requests: impl IntoIterator<Item = &'a Request>,
+    facts: &ProbeFacts,
 ) -> std::io::Result<PathBuf> {
     let scores = serde_json::to_value(report).map_err(std::io::Error::other)?;
+    let browser = probe_browser(runs, requests, facts);
+    let label = runs.first().map_or("", |(l, _)| l.as_str());
+    let provenance = Provenance::new(None, None).with_runs_in(dir, label);
+    write_probe_html(dir, title, &scores, &provenance, Some(&browser))
+}
+
+/// The sample browser over a Probe run's samples: each with its question's facets and
+/// reference (stored once per question).
+pub fn probe_browser<'a>(
+    runs: &[(String, Vec<SampleRecord>)],
+    requests: impl IntoIterator<Item = &'a Request>,
+    facts: &ProbeFacts,
+) -> Browser {
     let mut browser = Browser {
         group_name: "group".into(),
         ..Browser::default()
@@ -154,10 +194,20 @@ pub fn write_run<'a>(
     for (model, records) in runs {
         for r in records {
             browser.push_generic(model, r);
+            let Some(f) = facts.get(&r.scenario, &r.task) else {
+                continue;
+            };
+            let key = format!("{}|{}", r.scenario, r.task);
+            browser
+                .references
+                .entry(key.clone())
+                .or_insert_with(|| f.reference.clone());
+            if let Some(s) = browser.samples.last_mut() {
+                s.facets = Facets(f.facets.clone());
+                s.reference = Some(key);
+            }
         }
     }
     browser.add_prompts(requests);
-    let label = runs.first().map_or("", |(l, _)| l.as_str());
-    let provenance = Provenance::new(None, None).with_runs_in(dir, label);
-    write_probe_html(dir, title, &scores, &provenance, Some(&browser))
+    browser
 }

@@ -1,13 +1,14 @@
 // The sample browser of report.html: inflates the embedded samples after the first
 // paint, builds the filters from the values present, lists the matching samples a page
-// at a time and shows one sample in full. Links "#samples?field=value&..." filter it;
-// "#sample=N" opens sample N.
+// at a time and shows one sample in full. Links "#samples?field=value&..." filter it (a
+// field given twice matches either value); "#sample=N" opens sample N. A workload's own
+// facets (a Probe item's hop, domain, ...) travel as each sample's "f" and become filters.
 (function () {
   'use strict';
   const FIELDS = [['model', 'm'], ['condition', 'c'], ['task', 't'], ['regime', 'g'],
     ['seed', 'sd'], ['category', 'cat']];
   const PAGE = 100;
-  let samples = null, view = [], page = 0;
+  let samples = null, view = [], page = 0, facets = [];
   // Outputs, parsed answers, prompts and references: inflated when a sample is first opened.
   let details = null, shared = null, loading = null;
   function loadDetails() {
@@ -54,6 +55,21 @@
       const label = name === 'regime' ? document.getElementById('sample-table').dataset.group || name : name;
       form.appendChild(select(name, label, values));
     }
+    // Facets in the order they first appear; values sorted, numerically where all are numbers.
+    const facetValues = new Map();
+    for (const s of samples) {
+      for (const [k, v] of Object.entries(s.f || {})) {
+        if (!facetValues.has(k)) facetValues.set(k, new Set());
+        facetValues.get(k).add(v);
+      }
+    }
+    facets = [...facetValues.keys()];
+    for (const name of facets) {
+      const values = [...facetValues.get(name)];
+      const numeric = values.every((v) => v !== '' && !isNaN(Number(v)));
+      values.sort((a, b) => (numeric ? Number(a) - Number(b) : a.localeCompare(b)));
+      form.appendChild(select(name, name, values));
+    }
     const names = new Set();
     for (const s of samples) for (const k in s.x) names.add(k);
     const metrics = [...names].sort();
@@ -75,13 +91,23 @@
     return e ? e.value : '';
   }
 
+  // The values a filter accepts: one, or several where a link named the field twice.
+  function accepted(name) {
+    const e = document.getElementById('f-' + name);
+    if (!e || e.value === '') return null;
+    const o = e.selectedOptions && e.selectedOptions[0];
+    return o && o.dataset.values ? JSON.parse(o.dataset.values) : [e.value];
+  }
+
   function apply() {
-    const want = FIELDS.map(([name, key]) => [key, value(name)]).filter(([, v]) => v !== '');
+    const want = FIELDS.map(([name, key]) => [key, accepted(name)]).filter(([, v]) => v !== null);
+    const wantFacets = facets.map((name) => [name, accepted(name)]).filter(([, v]) => v !== null);
     const metric = value('metric'), outcome = value('outcome'), scenario = value('scenario');
     view = [];
     for (let i = 0; i < samples.length; i++) {
       const s = samples[i];
-      if (!want.every(([k, v]) => String(s[k]) === v)) continue;
+      if (!want.every(([k, v]) => v.includes(String(s[k])))) continue;
+      if (!wantFacets.every(([k, v]) => s.f !== undefined && v.includes(s.f[k]))) continue;
       if (scenario && !s.sc.includes(scenario)) continue;
       if (metric) {
         const x = s.x[metric];
@@ -115,7 +141,9 @@
     if (!head.rows.length) {
       const tr = head.insertRow();
       for (const h of ['#', 'model', 'condition', 'task', 'step', 'seed', 'scenario',
-        table.dataset.group || 'group', 'category', 'output']) tr.appendChild(el('th', h));
+        table.dataset.group || 'group', 'category']) tr.appendChild(el('th', h));
+      if (facets.length) tr.appendChild(el('th', 'facets'));
+      tr.appendChild(el('th', 'output'));
     }
     const body = document.createElement('tbody');
     for (const i of view.slice(page * PAGE, (page + 1) * PAGE)) {
@@ -123,12 +151,18 @@
       const tr = body.insertRow();
       tr.dataset.i = String(i);
       tr.dataset.group = s.g;
-      for (const v of [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.g, s.cat, s.o]) {
-        tr.appendChild(el('td', v));
-      }
+      const cells = [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.g, s.cat];
+      if (facets.length) cells.push(facetText(s));
+      cells.push(s.o);
+      for (const v of cells) tr.appendChild(el('td', v));
+      if (s.f) tr.dataset.facets = JSON.stringify(s.f);
       tr.onclick = () => { location.hash = 'sample=' + i; };
     }
     table.replaceChild(body, table.tBodies[0]);
+  }
+
+  function facetText(s) {
+    return Object.entries(s.f || {}).map(([k, v]) => k + ' ' + v).join(' · ');
   }
 
   function block(title, text) {
@@ -151,6 +185,7 @@
     d.appendChild(el('h3', 'Sample ' + i + ': ' + [s.m, s.c, s.t, 'step ' + s.st, 'seed ' + s.sd, s.sc, s.g].filter((x) => x !== '').join(' · ')));
     const meta = el('p', 'category ' + s.cat + (s.why ? ' (' + s.why + ')' : '') + '; finish ' + fin + '; request ' + s.id);
     d.appendChild(meta);
+    if (s.f) d.appendChild(el('p', facetText(s), { class: 'facets' }));
     const scores = el('table', null, { class: 'figures' });
     for (const [k, v] of Object.entries(s.x)) {
       const tr = scores.insertRow();
@@ -173,8 +208,15 @@
     if (!location.hash.startsWith('#samples')) return;
     const q = new URLSearchParams(location.hash.split('?')[1] || '');
     for (const e of document.querySelectorAll('#filters select, #filters input')) {
-      const v = q.get(e.name || e.id.slice(2));
-      e.value = v === null ? '' : v;
+      const all = q.getAll(e.name || e.id.slice(2));
+      for (const o of [...e.querySelectorAll('option[data-values]')]) o.remove();
+      if (all.length > 1 && e.tagName === 'SELECT') {
+        // Several values of one field (both conditions of a contrast): one option for them.
+        e.appendChild(el('option', all.join(' or '), { value: all.join(' | '), 'data-values': JSON.stringify(all) }));
+        e.value = all.join(' | ');
+      } else {
+        e.value = all.length ? all[0] : '';
+      }
     }
     page = 0;
     apply();
