@@ -396,6 +396,23 @@ fn twins(samples: &[Scored], scenarios: &BTreeMap<&ScenarioId, &Scenario>) -> Ve
     out
 }
 
+/// The reliability bin (of ten, equal width; 1.0 in the last) of a stated p(anomalous).
+pub fn reliability_bin(p: f64) -> usize {
+    ((p * 10.0).floor() as usize).min(9)
+}
+
+/// How the reports name bin `bin` of the reliability table: `[0.2, 0.3)`.
+pub fn reliability_bin_label(bin: usize) -> String {
+    format!("[{:.1}, {:.1})", bin as f64 / 10.0, (bin + 1) as f64 / 10.0)
+}
+
+impl ReliabilityBin {
+    pub fn label(&self) -> String {
+        // lo is bin / 10 exactly as computed there; rounding undoes the division.
+        reliability_bin_label((self.lo * 10.0).round() as usize)
+    }
+}
+
 /// Ten equal-width bins of stated p(anomalous), with the mean reference probability in each.
 fn reliability(samples: &[Scored]) -> Vec<ReliabilityBin> {
     let mut bins: BTreeMap<(&str, &str, usize), (usize, f64, f64)> = BTreeMap::new();
@@ -407,7 +424,7 @@ fn reliability(samples: &[Scored]) -> Vec<ReliabilityBin> {
             continue;
         }
         let reference = b.reference_p_anomalous;
-        let bin = ((b.p_anomalous * 10.0).floor() as usize).min(9);
+        let bin = reliability_bin(b.p_anomalous);
         let e = bins.entry((&s.model, &s.condition, bin)).or_default();
         e.0 += 1;
         e.1 += b.p_anomalous;

@@ -370,28 +370,141 @@ fn cell_link(html: &str, key: &str) -> Vec<(String, String)> {
         .split("&amp;")
         .map(|kv| {
             let (k, v) = kv.split_once('=').unwrap();
-            (k.to_string(), v.replace("%20", " "))
+            (unpercent(k), unpercent(v))
         })
         .collect()
 }
 
 /// The samples the browser lists under `filters`, as its script reads them: fixed
-/// fields by their short keys, anything else as a facet.
+/// fields by their short keys, anything else as a facet; a field named twice accepts
+/// either value.
 fn filtered<'a>(samples: &'a [Value], filters: &[(String, String)]) -> Vec<&'a Value> {
+    let mut by_field: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (k, v) in filters {
+        by_field.entry(k).or_default().push(v);
+    }
     samples
         .iter()
         .filter(|s| {
-            filters.iter().all(|(k, v)| {
-                let have = match k.as_str() {
+            by_field.iter().all(|(k, values)| {
+                let have = match *k {
                     "model" => &s["m"],
                     "condition" => &s["c"],
                     "task" => &s["t"],
                     facet => &s["f"][facet],
                 };
-                have.as_str() == Some(v.as_str())
+                have.as_str().is_some_and(|h| values.contains(&h))
             })
         })
         .collect()
+}
+
+/// `%XX` escapes decoded.
+fn unpercent(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Every `#samples?...` link that follows `prefix` in `html`, with the text after it up
+/// to the next `<`.
+fn links_after<'a>(html: &'a str, prefix: &str) -> Vec<(Vec<(String, String)>, &'a str)> {
+    let open = format!("{prefix}<a href=\"#samples?");
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find(&open) {
+        rest = &rest[i + open.len()..];
+        let end = rest.find('"').unwrap();
+        let pairs = rest[..end]
+            .split("&amp;")
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                (unpercent(k), unpercent(v))
+            })
+            .collect();
+        let text_start = end + 2;
+        let text_end = text_start + rest[text_start..].find('<').unwrap();
+        out.push((pairs, &rest[text_start..text_end]));
+    }
+    out
+}
+
+#[test]
+fn contrast_rows_and_reliability_bins_link_to_the_samples_behind_them() {
+    let out = scratch("creg-links");
+    runner(&[
+        "--model",
+        "oracle",
+        "--limit",
+        "2",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(out.join("oracle/creg-v1.0/report.html")).unwrap();
+    let samples = block(&html, "data-samples");
+    let samples = samples.as_array().unwrap();
+
+    // A reliability bin's count is the number of samples its link lists.
+    let bins = links_after(&html, "\">");
+    let bins: Vec<_> = bins
+        .into_iter()
+        .filter(|(l, _)| l.iter().any(|(k, _)| k == "stated bin"))
+        .collect();
+    assert!(bins.len() >= 2, "{} reliability rows", bins.len());
+    let mut counted = 0;
+    for (link, text) in &bins {
+        let n: usize = text.parse().unwrap();
+        let shown = filtered(samples, link);
+        assert_eq!(shown.len(), n, "{link:?}");
+        assert!(shown.iter().all(|s| s["t"] == "belief"));
+        counted += n;
+    }
+    // Every belief sample outside a contract failure is in one bin.
+    let belief = samples
+        .iter()
+        .filter(|s| s["t"] == "belief" && s["x"]["contract_failure"] == 0.0)
+        .count();
+    assert_eq!(counted, belief);
+
+    // A contrast row lists both conditions' samples of its model and task.
+    let section = &html[html.find("<section id=\"contrasts\">").unwrap()..];
+    let section = &section[..section.find("</section>").unwrap()];
+    let rows = links_after(section, "<td>");
+    assert!(!rows.is_empty());
+    for (link, text) in &rows {
+        let conditions: Vec<&str> = link
+            .iter()
+            .filter(|(k, _)| k == "condition")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(conditions.len(), 2, "{link:?}");
+        assert_eq!(*text, format!("{} − {}", conditions[0], conditions[1]));
+        let shown = filtered(samples, link);
+        for c in &conditions {
+            let of_c = samples
+                .iter()
+                .filter(|s| {
+                    s["c"] == *c && link.contains(&("task".into(), s["t"].as_str().unwrap().into()))
+                })
+                .count();
+            assert!(of_c > 0);
+            assert_eq!(shown.iter().filter(|s| s["c"] == *c).count(), of_c);
+        }
+    }
+    // The forest plot's rows link the same way.
+    assert!(section.contains("<a href=\"#samples?model=oracle&amp;task=belief&amp;condition="));
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]

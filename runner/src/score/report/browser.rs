@@ -7,6 +7,7 @@
 
 use crate::engine::{Prompt, Request};
 use crate::journal::SampleRecord;
+use crate::score::aggregate::{reliability_bin, reliability_bin_label};
 use crate::score::contract::{self, FinishReason};
 use crate::score::sample::{Question, SampleScore};
 use crate::suite::creg::record::Scenario;
@@ -59,6 +60,9 @@ pub struct BrowserSample {
     #[serde(rename = "r", skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
 }
+
+/// The facet of a scored belief sample: its stated p(anomalous)'s reliability bin.
+pub const STATED_BIN: &str = "stated bin";
 
 /// (name, value) pairs, serialized as one object in their order.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -211,7 +215,7 @@ impl Browser {
             scenario: r.scenario.clone(),
             group: s.metadata.trajectory_regime.to_string(),
             category: score.category().to_string(),
-            facets: Facets::default(),
+            facets: stated_bin(score),
             why,
             metrics: score
                 .metrics()
@@ -224,6 +228,18 @@ impl Browser {
             parsed,
             reference: Some(key),
         });
+    }
+}
+
+/// The reliability bin a belief sample counts in (none after a contract failure, as in
+/// the reliability table).
+fn stated_bin(score: &SampleScore) -> Facets {
+    match score {
+        SampleScore::Belief(b) if !b.contract_failure => Facets(vec![(
+            STATED_BIN.to_string(),
+            reliability_bin_label(reliability_bin(b.p_anomalous)),
+        )]),
+        _ => Facets::default(),
     }
 }
 

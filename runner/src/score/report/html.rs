@@ -3,13 +3,13 @@
 //! The tables are plain HTML, painted before any script runs; the sample data follows
 //! them compressed, and the script inflates it after the first paint.
 
-use super::browser::Browser;
+use super::browser::{Browser, STATED_BIN};
 use super::summary::CONTRAST_METRICS;
 use super::{
     distinct_contrasts, escape, exploratory, models_conditions, plots, series_label, ReportInputs,
     EXPLORATORY_NOTE, HEADLINE, REVISION,
 };
-use crate::score::aggregate::Aggregate;
+use crate::score::aggregate::{Aggregate, Contrast};
 use crate::score::bootstrap::Estimate;
 use crate::suite::creg::record::Regime;
 use std::fmt::Write as _;
@@ -22,9 +22,19 @@ pub fn samples_href(filters: &[(&str, &str)]) -> String {
     let query: Vec<String> = filters
         .iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| format!("{k}={}", percent(v)))
+        .map(|(k, v)| format!("{}={}", percent(k), percent(v)))
         .collect();
     format!("#samples?{}", query.join("&"))
+}
+
+/// The samples behind a contrast: both conditions' samples of its model and task.
+pub fn contrast_href(k: &Contrast) -> String {
+    samples_href(&[
+        ("model", &k.model),
+        ("task", k.task),
+        ("condition", &k.condition),
+        ("condition", &k.baseline_condition),
+    ])
 }
 
 fn percent(s: &str) -> String {
@@ -219,7 +229,7 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
     // Contrasts, each once: forest plots and a table.
     let mut contrasts = String::from("<p class=\"note\">Each contrast once: a condition minus <code>full_graph</code>, and <code>full_graph</code> minus <code>graph_without_relations</code> (what relation content adds); paired by scenario.</p>");
     for (metric, _) in CONTRAST_METRICS {
-        contrasts.push_str(&plots::forest(a, "belief", metric));
+        contrasts.push_str(&plots::forest_linked(a, "belief", metric));
     }
     contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th></tr></thead><tbody>");
     for k in distinct_contrasts(a).into_iter().filter(|k| {
@@ -230,8 +240,9 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
         let d = &k.difference;
         let _ = write!(
             contrasts,
-            "<tr><td>{}</td><td>{} − {}</td><td>{}</td><td>{}</td><td>{:+.3} <small>[{:+.3}, {:+.3}]</small></td></tr>",
+            "<tr><td>{}</td><td><a href=\"{}\">{} − {}</a></td><td>{}</td><td>{}</td><td>{:+.3} <small>[{:+.3}, {:+.3}]</small></td></tr>",
             escape(&k.model),
+            escape(&contrast_href(k)),
             escape(&k.condition),
             escape(&k.baseline_condition),
             k.task,
@@ -274,10 +285,16 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
     for b in &a.reliability {
         let _ = write!(
             rel,
-            "<tr><td>{}</td><td>[{:.1}, {:.1})</td><td>{}</td><td>{:.3}</td><td>{:.3}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td data-bin=\"{}\"><a href=\"{}\">{}</a></td><td>{:.3}</td><td>{:.3}</td></tr>",
             escape(&series_label(&b.model, &b.condition)),
-            b.lo,
-            b.hi,
+            escape(&b.label()),
+            escape(&b.label()),
+            escape(&samples_href(&[
+                ("model", &b.model),
+                ("condition", &b.condition),
+                ("task", "belief"),
+                (STATED_BIN, &b.label()),
+            ])),
             b.count,
             b.mean_stated,
             b.mean_reference

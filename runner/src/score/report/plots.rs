@@ -1,8 +1,9 @@
 //! SVG plots a paper can use: real axes with ticks, tick labels, axis titles with
 //! units, intervals drawn as whiskers with caps, and a legend.
 
+use super::html::contrast_href;
 use super::{distinct_contrasts, escape, models_conditions, series_label};
-use crate::score::aggregate::Aggregate;
+use crate::score::aggregate::{Aggregate, Contrast};
 use crate::suite::creg::record::Regime;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -305,6 +306,20 @@ pub fn regime_bars(a: &Aggregate, task: &str, metric: &str, label: &str) -> Stri
 /// Forest plot of the paired condition contrasts of one metric, each contrast once:
 /// the mean difference with its 95% interval against a line at zero.
 pub fn forest(a: &Aggregate, task: &str, metric: &str) -> String {
+    forest_with(a, task, metric, |_| None)
+}
+
+/// The forest plot with each row a link to the samples behind it (inside report.html).
+pub fn forest_linked(a: &Aggregate, task: &str, metric: &str) -> String {
+    forest_with(a, task, metric, |k| Some(contrast_href(k)))
+}
+
+fn forest_with(
+    a: &Aggregate,
+    task: &str,
+    metric: &str,
+    href: impl Fn(&Contrast) -> Option<String>,
+) -> String {
     let rows: Vec<_> = distinct_contrasts(a)
         .into_iter()
         .filter(|k| k.task == task && k.metric == metric)
@@ -357,6 +372,10 @@ pub fn forest(a: &Aggregate, task: &str, metric: &str) -> String {
     for (i, k) in rows.iter().enumerate() {
         let y = f.top + 10.0 + row_h * i as f64 + row_h / 2.0;
         let d = &k.difference;
+        let link = href(k);
+        if let Some(h) = &link {
+            let _ = write!(s, "<a href=\"{}\">", escape(h));
+        }
         let _ = writeln!(
             s,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}: {} − {}</text>\n\
@@ -385,6 +404,9 @@ pub fn forest(a: &Aggregate, task: &str, metric: &str) -> String {
             d.lo,
             d.hi
         );
+        if link.is_some() {
+            s.push_str("</a>\n");
+        }
     }
     s.push_str("</svg>\n");
     s
