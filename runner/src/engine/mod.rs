@@ -38,6 +38,20 @@ pub enum Prompt {
     Raw(String),
 }
 
+impl Prompt {
+    /// The prompt as a reader sees it: the chat turns' contents, or the raw text.
+    pub fn plain_text(&self) -> String {
+        match self {
+            Prompt::Chat(turns) => turns
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+            Prompt::Raw(t) => t.clone(),
+        }
+    }
+}
+
 /// How the next token is chosen from the logits.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]

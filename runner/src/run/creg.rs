@@ -151,7 +151,11 @@ impl CregWorkload {
                 b.push_creg(model, r, s, q, &score);
             }
         }
-        b.add_prompts(self.jobs.iter().map(|j| &j.request));
+        b.add_prompts(
+            self.jobs
+                .iter()
+                .map(|j| (j.request.id.to_string(), j.request.prompt.plain_text())),
+        );
         Ok(b)
     }
 }

@@ -535,7 +535,9 @@ impl Workload for ProbeWorkload {
             title,
             &report,
             runs,
-            self.jobs.iter().map(|j| &j.request),
+            self.jobs
+                .iter()
+                .map(|j| (j.request.id.to_string(), j.request.prompt.plain_text())),
             &self.facts(),
         )
         .map_err(|source| RunError::Report {

@@ -5,7 +5,6 @@
 //! once, keyed. Both parts travel gzip-compressed in the page and are inflated by the
 //! browser after the first paint.
 
-use crate::engine::{Prompt, Request};
 use crate::journal::SampleRecord;
 use crate::score::aggregate::{reliability_bin, reliability_bin_label};
 use crate::score::contract::{self, FinishReason};
@@ -297,27 +296,14 @@ fn reference(s: &Scenario, q: Question) -> Value {
     v.ok().flatten().unwrap_or(Value::Null)
 }
 
-/// A prompt as the browser shows it: the chat turns' contents, or the raw text.
-pub fn prompt_text(p: &Prompt) -> String {
-    match p {
-        Prompt::Chat(turns) => turns
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-        Prompt::Raw(t) => t.clone(),
-    }
-}
-
 impl Browser {
-    /// Adds the prompts of `requests` that some sample answers.
-    pub fn add_prompts<'a>(&mut self, requests: impl IntoIterator<Item = &'a Request>) {
+    /// Adds the prompts, given as (request id, text), that some sample answers.
+    pub fn add_prompts(&mut self, prompts: impl IntoIterator<Item = (String, String)>) {
         let wanted: std::collections::HashSet<&str> =
             self.samples.iter().map(|x| x.request_id.as_str()).collect();
-        for r in requests {
-            if wanted.contains(r.id.as_str()) {
-                self.prompts
-                    .insert(r.id.to_string(), prompt_text(&r.prompt));
+        for (id, text) in prompts {
+            if wanted.contains(id.as_str()) {
+                self.prompts.insert(id, text);
             }
         }
     }

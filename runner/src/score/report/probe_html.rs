@@ -7,7 +7,6 @@ use super::browser::Facets;
 use super::html::{samples_href, Page};
 use super::probe_facets::{cell_filters, ProbeFacts};
 use super::{escape, write_atomic, Browser, Provenance};
-use crate::engine::Request;
 use crate::journal::SampleRecord;
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -163,18 +162,18 @@ pub fn write_probe_html(
 }
 
 /// The Probe run's `report.html`: `report` is what its `scores.json` holds, `runs`
-/// the journaled samples per system, `requests` the plan (for the prompts), `facts`
+/// the journaled samples per system, `prompts` the plan's (request id, prompt text) pairs, `facts`
 /// each question's facets and reference (the journal names only the item).
-pub fn write_run<'a>(
+pub fn write_run(
     dir: &Path,
     title: &str,
     report: &impl serde::Serialize,
     runs: &[(String, Vec<SampleRecord>)],
-    requests: impl IntoIterator<Item = &'a Request>,
+    prompts: impl IntoIterator<Item = (String, String)>,
     facts: &ProbeFacts,
 ) -> std::io::Result<PathBuf> {
     let scores = serde_json::to_value(report).map_err(std::io::Error::other)?;
-    let browser = probe_browser(runs, requests, facts);
+    let browser = probe_browser(runs, prompts, facts);
     let label = runs.first().map_or("", |(l, _)| l.as_str());
     let provenance = Provenance::new(None, None).with_runs_in(dir, label);
     write_probe_html(dir, title, &scores, &provenance, Some(&browser))
@@ -182,9 +181,9 @@ pub fn write_run<'a>(
 
 /// The sample browser over a Probe run's samples: each with its question's facets and
 /// reference (stored once per question).
-pub fn probe_browser<'a>(
+pub fn probe_browser(
     runs: &[(String, Vec<SampleRecord>)],
-    requests: impl IntoIterator<Item = &'a Request>,
+    prompts: impl IntoIterator<Item = (String, String)>,
     facts: &ProbeFacts,
 ) -> Browser {
     let mut browser = Browser {
@@ -208,6 +207,6 @@ pub fn probe_browser<'a>(
             }
         }
     }
-    browser.add_prompts(requests);
+    browser.add_prompts(prompts);
     browser
 }
