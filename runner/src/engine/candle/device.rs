@@ -1,0 +1,109 @@
+//! Which device runs the model, in which dtype, and how much KV cache it can hold.
+
+use crate::engine::EngineError;
+use candle_core::{DType, Device};
+
+/// Where to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// CUDA device 0 when the binary has CUDA and a device answers, else the CPU.
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(DeviceChoice::Auto),
+            "cpu" => Ok(DeviceChoice::Cpu),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceChoice::Cuda)
+                .ok_or_else(|| format!("unknown device {s:?} (auto, cpu, cuda:N)")),
+        }
+    }
+}
+
+/// The device to use and, for `auto` falling back to the CPU, the reason why.
+pub fn select_device(choice: DeviceChoice) -> Result<(Device, Option<String>), EngineError> {
+    match choice {
+        DeviceChoice::Cpu => Ok((Device::Cpu, None)),
+        DeviceChoice::Cuda(n) => cuda_device(n).map(|d| (d, None)),
+        DeviceChoice::Auto => match cuda_device(0) {
+            Ok(d) => Ok((d, None)),
+            Err(e) => Ok((Device::Cpu, Some(format!("running on the CPU: {e}")))),
+        },
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_device(n: usize) -> Result<Device, EngineError> {
+    // Some CUDA initialisation failures panic inside the driver bindings instead of
+    // returning an error; the fallback must survive them.
+    match std::panic::catch_unwind(|| Device::new_cuda(n)) {
+        Ok(Ok(d)) => {
+            if let Device::Cuda(cuda) = &d {
+                // Safety: the engine issues all its work on the device's one stream, in
+                // order, so no tensor is used on another stream; the two CUDA events that
+                // cudarc records per allocation to order streams are pure overhead here.
+                unsafe { cuda.disable_event_tracking() };
+            }
+            Ok(d)
+        }
+        Ok(Err(e)) => Err(EngineError::Device(format!(
+            "CUDA device {n} is not usable: {e}"
+        ))),
+        Err(_) => Err(EngineError::Device(format!(
+            "CUDA device {n} is not usable (driver panic)"
+        ))),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_device(_n: usize) -> Result<Device, EngineError> {
+    Err(EngineError::Device(
+        "this binary was built without the `cuda` feature".into(),
+    ))
+}
+
+/// bf16 on GPUs, f32 on the CPU (where bf16 matmuls are slow and parity needs f32).
+pub fn default_dtype(device: &Device) -> DType {
+    if device.is_cpu() {
+        DType::F32
+    } else {
+        DType::BF16
+    }
+}
+
+/// Bytes the KV cache may take on `device`: most of what is free after the weights
+/// are loaded on a GPU; half of the available memory on the CPU.
+pub(super) fn kv_budget(device: &Device) -> usize {
+    match device {
+        Device::Cpu => {
+            let available = std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| {
+                    let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+                    line.split_whitespace().nth(1)?.parse::<usize>().ok()
+                })
+                .map(|kib| kib * 1024);
+            available.map_or(8 << 30, |b| b / 2)
+        }
+        _ => gpu_free_bytes().map_or(16 << 30, |free| free / 10 * 8),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_free_bytes() -> Option<usize> {
+    candle_core::cuda_backend::cudarc::driver::result::mem_get_info()
+        .ok()
+        .map(|(free, _total)| free)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_free_bytes() -> Option<usize> {
+    None
+}

@@ -1,0 +1,326 @@
+//! The scheduler: groups requests within the row and KV limits, prefills each prompt
+//! once, forks it per seed, decodes, and shrinks the group on out-of-memory errors.
+
+use super::kv_cache::KvCache;
+use super::sampler::StreamKey;
+use super::{step, Engine};
+use crate::engine::{
+    Backend, EngineError, FinishReason, Request, RequestId, Sample, Sampling, Timings,
+};
+use candle_core::Tensor;
+use std::collections::HashSet;
+use std::time::Instant;
+
+/// How much work one forward pass may take on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// Sequences decoded together (seeds count separately).
+    pub max_rows: usize,
+    /// Prompt tokens (padded rows x longest prompt) in one prefill pass; bounds the
+    /// attention score tensor of prefill.
+    pub prefill_tokens: usize,
+    /// Bytes the KV cache of one group of rows may take: rows x (longest prompt + new
+    /// tokens) x the model's KV bytes per token. Measured at load time from the free
+    /// memory of the device.
+    pub kv_budget_bytes: usize,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            max_rows: 32,
+            prefill_tokens: 4096,
+            kv_budget_bytes: usize::MAX,
+        }
+    }
+}
+
+impl Engine {
+    /// Prefills prompts in groups that respect the token budget and joins their caches;
+    /// the logits (prompts, vocab) stay on the device.
+    pub(super) fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache), EngineError> {
+        let mut logits = Vec::with_capacity(prompts.len());
+        let mut caches = Vec::new();
+        let mut start = 0;
+        while start < prompts.len() {
+            let mut end = start + 1;
+            let mut longest = prompts[start].len();
+            while end < prompts.len() {
+                let l = longest.max(prompts[end].len());
+                if l * (end + 1 - start) > self.limits.prefill_tokens {
+                    break;
+                }
+                longest = l;
+                end += 1;
+            }
+            let group = &prompts[start..end];
+            let pad: Vec<usize> = group.iter().map(|p| longest - p.len()).collect();
+            let mut ids = Vec::with_capacity(group.len() * longest);
+            for (p, &k) in group.iter().zip(&pad) {
+                // Padding slots are masked out; any valid id will do.
+                ids.extend(std::iter::repeat_n(0u32, k));
+                ids.extend_from_slice(p);
+            }
+            let tokens = Tensor::from_vec(ids, (group.len(), longest), &self.device)?;
+            let mut cache = KvCache::new(self.model.layers(), pad);
+            let out = self.model.forward(&tokens, &mut cache)?;
+            logits.push(out);
+            caches.push(cache);
+            start = end;
+        }
+        let cache = if caches.len() == 1 {
+            caches.pop().expect("one cache")
+        } else {
+            KvCache::join(caches)?
+        };
+        let logits = if logits.len() == 1 {
+            logits.pop().expect("one part")
+        } else {
+            Tensor::cat(&logits, 0)?
+        };
+        Ok((logits, cache))
+    }
+
+    /// Decodes a group of requests that fits the row limit together.
+    fn run_group(
+        &self,
+        group: &[&Request],
+        prompts: &[Vec<u32>],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        struct Row<'a> {
+            request: &'a Request,
+            seed: u64,
+            key: StreamKey,
+            tokens: Vec<u32>,
+            decode_s: f64,
+        }
+        let t0 = Instant::now();
+        let (prompt_logits, mut cache) = self.prefill(prompts)?;
+        // Kernels run asynchronously on a GPU: the prefill ends when they do.
+        self.device.synchronize()?;
+        let prefill_s = t0.elapsed().as_secs_f64();
+
+        // Fork: one cache row and one logits row per (request, seed).
+        let mut fork = Vec::new();
+        let mut rows = Vec::new();
+        for (i, r) in group.iter().enumerate() {
+            for &seed in &r.seeds {
+                fork.push(i);
+                rows.push(Row {
+                    request: r,
+                    seed,
+                    key: StreamKey::new(seed, &r.id),
+                    tokens: Vec::new(),
+                    decode_s: 0.0,
+                });
+            }
+        }
+        let fork_ids: Vec<u32> = fork.iter().map(|&i| i as u32).collect();
+        let mut logits =
+            prompt_logits.index_select(&Tensor::new(fork_ids.as_slice(), &self.device)?, 0)?;
+        cache.select(&fork)?;
+        let mut stats = step::ChoiceStats::default();
+        let group_rows = fork.len();
+        let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
+        cache.reserve(cache.slots() + longest)?;
+
+        // A step runs from its forward pass until its tokens are chosen: on a GPU the
+        // forward pass only queues kernels, and the wait falls in the logits transfer.
+        let mut step_start: Option<Instant> = None;
+        loop {
+            let draws: Vec<(Sampling, f64)> = rows
+                .iter()
+                .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
+                .collect();
+            let next = step::next_tokens(&logits, &draws, &mut stats)?;
+            if let Some(t) = step_start.take() {
+                let dt = t.elapsed().as_secs_f64();
+                rows.iter_mut().for_each(|r| r.decode_s += dt);
+            }
+            let mut keep = Vec::new();
+            let mut kept_rows = Vec::new();
+            for (i, (mut row, tok)) in rows.into_iter().zip(next).enumerate() {
+                let finish = if self.eos.contains(&tok) {
+                    Some(FinishReason::Stop)
+                } else {
+                    row.tokens.push(tok);
+                    (row.tokens.len() >= row.request.max_new_tokens).then_some(FinishReason::Length)
+                };
+                match finish {
+                    Some(reason) => on_sample(Sample {
+                        request_id: row.request.id.clone(),
+                        seed: row.seed,
+                        text: self.decode(&row.tokens)?,
+                        prompt_tokens: prompts[fork[i]].len(),
+                        token_ids: row.tokens,
+                        finish_reason: reason,
+                        timings: Timings {
+                            prefill_s,
+                            decode_s: row.decode_s,
+                        },
+                    }),
+                    None => {
+                        keep.push(i);
+                        kept_rows.push(row);
+                    }
+                }
+            }
+            if kept_rows.is_empty() {
+                return Ok(());
+            }
+            if keep.len() < fork.len() {
+                cache.select(&keep)?;
+                fork = keep.iter().map(|&i| fork[i]).collect();
+            }
+            rows = kept_rows;
+            if self
+                .simulated_oom_above
+                .is_some_and(|limit| group_rows > limit)
+            {
+                return Err(EngineError::Tensor(candle_core::Error::Msg(
+                    "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
+                )));
+            }
+            step_start = Some(Instant::now());
+            let last: Vec<u32> = rows
+                .iter()
+                .map(|r| *r.tokens.last().expect("a token was pushed"))
+                .collect();
+            let tokens = Tensor::from_vec(last, (rows.len(), 1), &self.device)?;
+            logits = self.model.forward(&tokens, &mut cache)?;
+        }
+    }
+}
+
+impl Backend for Engine {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    fn preferred_batch(&self) -> usize {
+        self.limits.max_rows
+    }
+
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let mut pending: Vec<(&Request, Vec<u32>)> = Vec::new();
+        for r in requests {
+            if r.seeds.is_empty() {
+                continue;
+            }
+            if r.max_new_tokens == 0 {
+                return Err(EngineError::InvalidRequest {
+                    id: r.id.to_string(),
+                    message: "max_new_tokens must be at least 1".into(),
+                });
+            }
+            let ids = self.encode(&r.prompt)?;
+            if ids.is_empty() {
+                return Err(EngineError::InvalidRequest {
+                    id: r.id.to_string(),
+                    message: "the prompt encodes to no tokens".into(),
+                });
+            }
+            pending.push((r, ids));
+        }
+        // Samples already handed over: a group retried after an out-of-memory error
+        // decodes them again (identically) and they are not handed over twice.
+        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
+        let mut start = 0;
+        while start < pending.len() {
+            let end = self.group_end(&pending, start);
+            let rows: usize = pending[start..end].iter().map(|(r, _)| r.seeds.len()).sum();
+            let group: Vec<&Request> = pending[start..end].iter().map(|(r, _)| *r).collect();
+            let prompts: Vec<Vec<u32>> =
+                pending[start..end].iter().map(|(_, p)| p.clone()).collect();
+            let result = self.run_group(&group, &prompts, &mut |s: Sample| {
+                if emitted.insert((s.request_id.clone(), s.seed)) {
+                    on_sample(s)
+                }
+            });
+            match result {
+                Err(e) if is_out_of_memory(&e) && end - start > 1 => {
+                    let shrunk: usize = pending[start..start + (end - start) / 2]
+                        .iter()
+                        .map(|(r, _)| r.seeds.len())
+                        .sum();
+                    eprintln!(
+                        "warning: out of memory decoding {rows} rows together; retrying with at most {shrunk}"
+                    );
+                    self.limits.max_rows = shrunk.max(1);
+                }
+                Err(e) => return Err(e),
+                Ok(()) => start = end,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an engine error is the device running out of memory (worth a smaller batch).
+fn is_out_of_memory(e: &EngineError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    text.contains("out of memory") || text.contains("out_of_memory")
+}
+
+impl Engine {
+    /// The end of the group that starts at `start`: requests are added while their
+    /// rows fit `max_rows` and the group's KV cache (rows x (longest prompt + longest
+    /// budget of new tokens)) fits the KV budget; the first request always goes in.
+    fn group_end(&self, pending: &[(&Request, Vec<u32>)], start: usize) -> usize {
+        let (mut rows, mut longest_prompt, mut longest_new) = (0, 0, 0);
+        let mut end = start;
+        while end < pending.len() {
+            let (r, p) = &pending[end];
+            let rows2 = rows + r.seeds.len();
+            let prompt2 = longest_prompt.max(p.len());
+            let new2 = longest_new.max(r.max_new_tokens);
+            let kv = rows2
+                .saturating_mul(prompt2 + new2)
+                .saturating_mul(self.kv_bytes_per_token);
+            if end > start && (rows2 > self.limits.max_rows || kv > self.limits.kv_budget_bytes) {
+                break;
+            }
+            (rows, longest_prompt, longest_new) = (rows2, prompt2, new2);
+            end += 1;
+        }
+        end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{fixture, loader::ModelFiles};
+    use super::*;
+    use crate::engine::Prompt;
+    use candle_core::Device;
+
+    #[test]
+    fn decoding_stops_before_any_declared_end_token() {
+        let dir = std::env::temp_dir().join(format!("engine-stop-{}", std::process::id()));
+        fixture::write_fixture(fixture::Arch::Qwen2, fixture::Size::Tiny, &dir).unwrap();
+        let mut e =
+            Engine::load(&ModelFiles::from_dir(&dir).unwrap(), Device::Cpu, "stop").unwrap();
+        let req = Request {
+            id: RequestId::new("stop"),
+            prompt: Prompt::Raw("the river is north".into()),
+            seeds: vec![0],
+            max_new_tokens: 6,
+            sampling: Sampling::Greedy,
+        };
+        let free = e.generate(std::slice::from_ref(&req)).unwrap().remove(0);
+        assert_eq!(free.finish_reason, FinishReason::Length);
+        assert_eq!(free.token_ids.len(), 6);
+        let end = free.token_ids[2];
+        e.eos.push(end);
+        let stopped = e.generate(std::slice::from_ref(&req)).unwrap().remove(0);
+        let cut = free.token_ids.iter().position(|&t| t == end).unwrap();
+        assert_eq!(stopped.finish_reason, FinishReason::Stop);
+        assert_eq!(stopped.token_ids, free.token_ids[..cut]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
