@@ -3,14 +3,14 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use runner::digest::sha256_hex;
-use runner::suite::probe::baselines::System;
+use runner::engine::baseline::probe::System;
+use runner::render::probe::{pit_prompts, probe_prompts};
+use runner::score::probe::responses::{pair_pit, pair_probe};
+use runner::score::probe::{compare_probe, score_pit, score_probe};
 use runner::suite::probe::checker::{check_pit, check_probe, Stats};
 use runner::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use runner::suite::probe::loader::{load_any, ProbeFile};
-use runner::suite::probe::prompts::{pit_prompts, probe_prompts};
 use runner::suite::probe::provenance::provenance;
-use runner::suite::probe::scoring::responses::{pair_pit, pair_probe};
-use runner::suite::probe::scoring::{compare_probe, score_pit, score_probe};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

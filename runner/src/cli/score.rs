@@ -2,10 +2,10 @@
 
 use anyhow::Context;
 use clap::Args;
-use runner::engine::baseline::{self, System};
+use runner::engine::baseline::creg::{self as baseline, System};
+use runner::engine::FinishReason;
 use runner::run::creg::SUITE_NAME;
 use runner::score::aggregate::{self, Scored};
-use runner::score::contract::FinishReason;
 use runner::score::report;
 use runner::score::sample::{questions, score_text, Question};
 use runner::suite::creg::frozen;
@@ -40,7 +40,8 @@ pub struct BaselineArgs {
 pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
     let suite = frozen::frozen_suite()?;
     let started = Instant::now();
-    let samples = baseline::run_suite(args.system, &suite, &args.condition, &args.seeds)?;
+    let samples =
+        runner::score::baseline::run_suite(args.system, &suite, &args.condition, &args.seeds)?;
     let agg = aggregate::aggregate(&samples, &suite);
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("outputs")

@@ -6,7 +6,6 @@
 
 pub mod baseline;
 pub mod candle;
-pub mod probe_baseline;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::score::contract::FinishReason;
+use crate::engine::FinishReason;
 use serde_json::json;
 
 fn temp(name: &str) -> PathBuf {

@@ -37,6 +37,8 @@ pub mod layout;
 pub mod list;
 pub mod manifest;
 pub mod pretty;
+pub mod probe;
+pub mod question;
 pub mod stats;
 pub mod task;
 pub mod templates;

@@ -4,7 +4,7 @@
 
 use super::{Job, RunError, Scoring, Workload};
 use crate::digest::sha256_hex;
-use crate::engine::baseline::{BaselineBackend, System};
+use crate::engine::baseline::creg::{BaselineBackend, System};
 use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use crate::journal::SampleRecord;
 use crate::plan::{self, PlanSpec};

@@ -6,8 +6,7 @@ use crate::suite::creg::record::{ActionType, EvidenceId, ReferenceState};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// How the decoder stopped: the engine's own type.
-pub use crate::engine::FinishReason;
+use crate::engine::FinishReason;
 
 /// Why an answer breaks the contract.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -5,10 +5,12 @@
 //! streaming and aggregation sit around them.
 
 pub mod aggregate;
+pub mod baseline;
 pub mod bootstrap;
 pub mod contract;
 pub mod extract;
 pub mod metrics;
+pub mod probe;
 pub mod reference;
 pub mod report;
 pub mod sample;

@@ -2,32 +2,13 @@
 //! the task's contract and scored against the reference. The runner streams every
 //! finished sample through here; `runner score` replays journals through the same code.
 
-use super::contract::{self, FinishReason};
+use super::contract;
 use super::metrics::{self, ActionScore, BeliefScore, ContradictionScore, ExplanationScore};
 use super::reference::{BeliefReference, EndpointReference};
+use crate::engine::FinishReason;
+pub use crate::render::question::{questions, Question};
 use crate::suite::creg::record::Scenario;
 use serde::Serialize;
-
-/// What a sample answers: the belief at one prefix, or one of the endpoint tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case", tag = "task")]
-pub enum Question {
-    Belief { step: usize },
-    Contradiction,
-    Action,
-    Explanation,
-}
-
-impl Question {
-    pub fn task_name(self) -> &'static str {
-        match self {
-            Question::Belief { .. } => "belief",
-            Question::Contradiction => "contradiction",
-            Question::Action => "action",
-            Question::Explanation => "explanation",
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -87,17 +68,4 @@ pub fn score_text(
             &EndpointReference::of(s),
         )),
     })
-}
-
-/// Every question a scenario poses: one belief per prefix, then the endpoint tasks.
-pub fn questions(s: &Scenario) -> Vec<Question> {
-    let prefixes = s.evaluation.belief_trajectory.len().saturating_sub(1);
-    (1..=prefixes)
-        .map(|step| Question::Belief { step })
-        .chain([
-            Question::Contradiction,
-            Question::Action,
-            Question::Explanation,
-        ])
-        .collect()
 }

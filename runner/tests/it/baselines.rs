@@ -1,8 +1,8 @@
 //! The baseline systems are the scorer's own test: the oracle scores perfectly on every
 //! metric, and each heuristic fails exactly the regimes it is blind to.
 
-use runner::engine::baseline::{self, System};
-use runner::score::contract::FinishReason;
+use runner::engine::baseline::creg::{self as baseline, System};
+use runner::engine::FinishReason;
 use runner::score::metrics;
 use runner::score::reference::BeliefReference;
 use runner::score::sample::{questions, score_text, Question, SampleScore};

@@ -1,5 +1,6 @@
 //! Every integration test in one binary: one link of the whole crate instead of one per file.
 
+mod architecture;
 mod baselines;
 mod creg_suite;
 mod engine_batching;

@@ -5,8 +5,8 @@
 //! still differ (so a fix shows up as a failing test to update the corpus). The
 //! detector's precision and recall on the corpus are printed.
 
+use runner::score::probe::{score_probe_item, Answer, ProbeResponse};
 use runner::suite::probe::generator::generate_probe;
-use runner::suite::probe::scoring::{score_probe_item, Answer, ProbeResponse};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -2,11 +2,11 @@
 //! hop-1 replacement cells and stale everywhere else. Checked on the generated files
 //! and on the published v0 file (the shared reference folder always holds it).
 
-use runner::suite::probe::baselines::System;
+use runner::engine::baseline::probe::System;
+use runner::score::probe::{score_pit, score_probe, score_probe_item, Outcome};
 use runner::suite::probe::generator::{generate_pit, generate_probe};
 use runner::suite::probe::loader::load_probe;
 use runner::suite::probe::records::{Contradicted, PitItem, ProbeItem};
-use runner::suite::probe::scoring::{score_pit, score_probe, score_probe_item, Outcome};
 use std::path::PathBuf;
 
 fn v0() -> Vec<ProbeItem> {
@@ -113,7 +113,7 @@ fn baselines_on_the_published_v0_file() {
     assert_no_propagation_profile(&items);
 }
 
-fn pit(system: System, items: &[PitItem]) -> runner::suite::probe::scoring::PitReport {
+fn pit(system: System, items: &[PitItem]) -> runner::score::probe::PitReport {
     let responses: Vec<_> = items.iter().map(|i| system.answer_pit(i)).collect();
     let pairs: Vec<_> = items.iter().zip(&responses).collect();
     score_pit(system.name(), &pairs)
@@ -169,7 +169,7 @@ fn several_samples_per_item_are_clustered_and_voted() {
 
 /// A system whose post answers get worse with depth: right on items whose position in
 /// their hop group is below a hop-dependent share, stale otherwise.
-fn falling_responses(items: &[ProbeItem]) -> Vec<runner::suite::probe::scoring::ProbeResponse> {
+fn falling_responses(items: &[ProbeItem]) -> Vec<runner::score::probe::ProbeResponse> {
     let mut seen = std::collections::BTreeMap::new();
     items
         .iter()
@@ -179,7 +179,7 @@ fn falling_responses(items: &[ProbeItem]) -> Vec<runner::suite::probe::scoring::
             *n += 1;
             let mut r = System::Oracle.answer_probe(i);
             if *n % 5 >= usize::from(5 - k) {
-                r.post = runner::suite::probe::scoring::Answer::text(i.gold_pre.as_str());
+                r.post = runner::score::probe::Answer::text(i.gold_pre.as_str());
             }
             r
         })
@@ -188,7 +188,7 @@ fn falling_responses(items: &[ProbeItem]) -> Vec<runner::suite::probe::scoring::
 
 #[test]
 fn three_identical_seeds_give_the_statistics_of_one() {
-    use runner::suite::probe::scoring::compare::cochran_armitage;
+    use runner::score::probe::compare::cochran_armitage;
     let items = generate_probe();
     let responses = falling_responses(&items);
     let once: Vec<_> = items.iter().zip(&responses).collect();

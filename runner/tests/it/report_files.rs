@@ -3,7 +3,7 @@
 //! exploratory marks, and a self-contained report.html carrying every sample.
 
 use base64::Engine as _;
-use runner::engine::baseline::{self, System};
+use runner::engine::baseline::creg::System;
 use runner::score::aggregate::{aggregate, Aggregate, Scored};
 use runner::score::report::{self, Provenance, HEADLINE};
 use runner::suite::creg::frozen;
@@ -22,7 +22,7 @@ fn suite() -> &'static Vec<Scenario> {
 
 fn run(system: System, suite: &[Scenario], conditions: &[&str]) -> Vec<Scored> {
     let conditions: Vec<String> = conditions.iter().map(|c| c.to_string()).collect();
-    baseline::run_suite(system, suite, &conditions, &[42, 43]).unwrap()
+    runner::score::baseline::run_suite(system, suite, &conditions, &[42, 43]).unwrap()
 }
 
 /// Oracle and latest-wins in three conditions over the whole suite.

@@ -1,7 +1,7 @@
 //! Random and adversarial model outputs through the parser and the scorer: none may
 //! panic, and none may take long (the extractor is linear in its input).
 
-use runner::score::contract::FinishReason;
+use runner::engine::FinishReason;
 use runner::score::sample::{questions, score_text, Question};
 use runner::suite::creg::frozen::frozen_suite;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! Aggregation and reports: intervals, contrasts, twins, and the files a run leaves.
 
-use runner::engine::baseline::{self, System};
+use runner::engine::baseline::creg::System;
 use runner::score::aggregate::{aggregate, Aggregate, Scored};
 
 use runner::score::report;
@@ -15,7 +15,7 @@ fn suite() -> &'static Vec<Scenario> {
 
 fn samples(system: System, conditions: &[&str]) -> Vec<Scored> {
     let conditions: Vec<String> = conditions.iter().map(|c| c.to_string()).collect();
-    baseline::run_suite(system, suite(), &conditions, &[42, 43]).unwrap()
+    runner::score::baseline::run_suite(system, suite(), &conditions, &[42, 43]).unwrap()
 }
 
 fn both() -> &'static (Vec<Scored>, Aggregate) {

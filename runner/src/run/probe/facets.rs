@@ -2,8 +2,8 @@
 //! only the item id, the Probe set holds the rest.
 
 use super::ProbeWorkload;
+use crate::render::probe::{Phase, Question};
 use crate::score::report::probe_facets::{self as f, ProbeFacts, QuestionFacts, POINT_IN_TIME};
-use crate::suite::probe::prompts::{Phase, Question};
 use crate::suite::probe::records::{Gold, PitItem, ProbeItem};
 use serde_json::json;
 

@@ -4,7 +4,8 @@
 //! `correction`). Every sample lands in one category; a failure is counted, never
 //! dropped, and scores as no invalidation and a wrong axis.
 
-use crate::score::contract::{Category, FinishReason, Invalid};
+use crate::engine::FinishReason;
+use crate::score::contract::{Category, Invalid};
 use crate::score::extract::{extract_object, Repair};
 use crate::suite::probe::records::Axis;
 use serde_json::Value;

@@ -26,20 +26,20 @@
 use super::folder::component;
 use super::{Job, RunError, Scoring, Workload};
 use crate::digest::sha256_hex;
-use crate::engine::probe_baseline::ProbeBaselineBackend;
+use crate::engine::baseline::probe::ProbeBaselineBackend;
+use crate::engine::baseline::probe::System;
 use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use crate::id::RequestId;
 use crate::journal::SampleRecord;
 use crate::plan::Shard;
-use crate::suite::probe::baselines::System;
-use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
-use crate::suite::probe::loader::{parse_any, LoadError, ProbeFile};
-use crate::suite::probe::prompts::{
+use crate::render::probe::{
     followup_prompt, pit_prompts, probe_prompts, Phase, Question, PROMPT_VERSION,
 };
+use crate::score::probe::RunReport;
+use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
+use crate::suite::probe::loader::{parse_any, LoadError, ProbeFile};
 use crate::suite::probe::provenance::{provenance, SetProvenance};
 use crate::suite::probe::records::{Domain, PitItem, ProbeItem};
-use crate::suite::probe::scoring::RunReport;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

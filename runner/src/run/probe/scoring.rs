@@ -5,8 +5,8 @@
 use super::followup::{parse_followup, Followup};
 use super::{ProbeWorkload, Scoring};
 use crate::journal::SampleRecord;
-use crate::suite::probe::prompts::{Phase, Question};
-use crate::suite::probe::scoring::{
+use crate::render::probe::{Phase, Question};
+use crate::score::probe::{
     compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, Outcome,
     PitResponse, ProbeResponse, RunReport, SystemReport,
 };

@@ -5,9 +5,10 @@
 //! once, keyed. Both parts travel gzip-compressed in the page and are inflated by the
 //! browser after the first paint.
 
+use crate::engine::FinishReason;
 use crate::journal::SampleRecord;
 use crate::score::aggregate::{reliability_bin, reliability_bin_label};
-use crate::score::contract::{self, FinishReason};
+use crate::score::contract;
 use crate::score::sample::{Question, SampleScore};
 use crate::suite::creg::record::Scenario;
 use base64::Engine as _;

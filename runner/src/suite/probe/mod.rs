@@ -5,14 +5,12 @@
 //! asks what was true at an earlier reference time. See `README.md` in this folder for
 //! the generator's design decisions.
 
-pub mod baselines;
 pub mod chains;
 pub mod checker;
 pub mod generator;
 pub mod loader;
-pub mod prompts;
 pub mod provenance;
 pub mod records;
 pub mod replay;
-pub mod scoring;
+pub mod response;
 mod wording;

@@ -190,10 +190,10 @@ fn csv_field(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::baselines::System;
-    use super::super::super::generator::{generate_pit, generate_probe};
     use super::super::{score_pit, score_probe};
     use super::*;
+    use crate::engine::baseline::probe::System;
+    use crate::suite::probe::generator::{generate_pit, generate_probe};
 
     #[test]
     fn files_hold_every_breakdown_cell_and_quote_awkward_names() {

@@ -9,9 +9,16 @@
 //!   no new value. So it answers the last stated value: right on hop-1 replacements,
 //!   stale on every derived and multi-hop item.
 
-use super::prompts::{Phase, Question};
-use super::records::{Axis, PitItem, ProbeItem};
-use super::scoring::{Answer, PitResponse, ProbeResponse};
+//!
+//! [`ProbeBaselineBackend`] puts them behind the [`Backend`] trait; like the CREG
+//! baselines it reads the items, not the prompt. An abstention reads "unknown".
+
+use crate::engine::{Backend, EngineError, Request, Sample};
+use crate::id::RequestId;
+use crate::render::probe::{Phase, Question};
+use crate::suite::probe::records::{Axis, PitItem, ProbeItem};
+use crate::suite::probe::response::{Answer, PitResponse, ProbeResponse};
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -179,5 +186,123 @@ fn no_propagation_probe(item: &ProbeItem) -> ProbeResponse {
         ),
         axis_pred: Some(Axis::Update),
         followup_failed: false,
+    }
+}
+
+pub struct ProbeBaselineBackend {
+    system: System,
+    core: Vec<ProbeItem>,
+    pit: Vec<PitItem>,
+    questions: HashMap<RequestId, Question>,
+}
+
+impl ProbeBaselineBackend {
+    /// `core` and `pit` are the items the questions' indices point into.
+    pub fn new(
+        system: System,
+        core: Vec<ProbeItem>,
+        pit: Vec<PitItem>,
+        questions: impl IntoIterator<Item = (RequestId, Question)>,
+    ) -> ProbeBaselineBackend {
+        ProbeBaselineBackend {
+            system,
+            core,
+            pit,
+            questions: questions.into_iter().collect(),
+        }
+    }
+}
+
+impl Backend for ProbeBaselineBackend {
+    fn describe(&self) -> String {
+        format!("Probe baseline {} (no network)", self.system)
+    }
+
+    fn preferred_batch(&self) -> usize {
+        512
+    }
+
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        super::answer_each(requests, on_sample, |r| {
+            let question = self
+                .questions
+                .get(&r.id)
+                .ok_or("not a request of this baseline's plan")?;
+            self.system
+                .answer(&self.core, &self.pit, *question)
+                .map(|a| a.text)
+                .ok_or_else(|| "the question points past the Probe items".to_string())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Prompt, Sampling};
+    use crate::suite::probe::generator::{generate_pit, generate_probe};
+
+    fn request(id: &str, seeds: Vec<u64>) -> Request {
+        Request {
+            id: RequestId::new(id),
+            prompt: Prompt::Raw(String::new()),
+            seeds,
+            max_new_tokens: 8,
+            sampling: Sampling::Greedy,
+        }
+    }
+
+    #[test]
+    fn oracle_answers_the_gold_once_per_seed_and_refuses_unknown_requests() {
+        let core = generate_probe();
+        let pit = generate_pit();
+        let unknown_post = core.iter().position(|i| i.gold_post.is_unknown()).unwrap();
+        let questions = [
+            (
+                RequestId::new("a"),
+                Question::Core {
+                    item: 0,
+                    phase: Phase::Pre,
+                },
+            ),
+            (
+                RequestId::new("b"),
+                Question::Core {
+                    item: unknown_post,
+                    phase: Phase::Post,
+                },
+            ),
+            (RequestId::new("c"), Question::Pit { item: 0, query: 1 }),
+            (RequestId::new("d"), Question::Pit { item: 0, query: 9 }),
+        ];
+        let gold_pre = core[0].gold_pre.to_string();
+        let gold_pit = pit[0].queries[1].gold.to_string();
+        let mut b = ProbeBaselineBackend::new(System::Oracle, core, pit, questions);
+        let out = b
+            .generate(&[
+                request("a", vec![1, 2]),
+                request("b", vec![1]),
+                request("c", vec![1]),
+            ])
+            .unwrap();
+        let texts: Vec<(&str, u64, &str)> = out
+            .iter()
+            .map(|s| (s.request_id.as_str(), s.seed, s.text.as_str()))
+            .collect();
+        assert_eq!(
+            texts,
+            vec![
+                ("a", 1, gold_pre.as_str()),
+                ("a", 2, gold_pre.as_str()),
+                ("b", 1, "unknown"),
+                ("c", 1, gold_pit.as_str()),
+            ]
+        );
+        assert!(b.generate(&[request("d", vec![1])]).is_err());
+        assert!(b.generate(&[request("zzz", vec![1])]).is_err());
     }
 }

@@ -144,9 +144,9 @@ pub fn pair_pit<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::generator::{generate_pit, generate_probe};
     use super::super::report::score_probe;
     use super::*;
+    use crate::suite::probe::generator::{generate_pit, generate_probe};
 
     #[test]
     fn missing_items_count_as_empty_answers() {
@@ -160,10 +160,7 @@ mod tests {
         assert_eq!(pairs.len(), 168);
         let refs: Vec<_> = pairs.iter().map(|(i, r)| (*i, r)).collect();
         let report = score_probe("one", &refs);
-        assert_eq!(
-            report.outcomes[&crate::suite::probe::scoring::Outcome::Empty],
-            167
-        );
+        assert_eq!(report.outcomes[&crate::score::probe::Outcome::Empty], 167);
         assert!((report.post_acc.unwrap().mean - 1.0 / 168.0).abs() < 1e-12);
     }
 

@@ -3,9 +3,9 @@
 //! accuracy difference) and the depth trend within each contradicted arm
 //! (Cochran-Armitage).
 
-use super::super::records::{Contradicted, ProbeItem};
 use super::outcome::{score_probe_item, ProbeResponse};
 use crate::score::bootstrap::{paired_bootstrap, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use crate::suite::probe::records::{Contradicted, ProbeItem};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -2,21 +2,15 @@
 //! human-validated and has two items per domain x density cell, so its report is
 //! flagged exploratory and those cells are descriptive only.
 
-use super::super::records::{PitItem, Scenario, AFTER_FIRST_FACT};
 use super::matching::Answer;
 use super::outcome::{score_pit_query, QueryScore};
 use super::report::{opt, ratio};
 use crate::score::bootstrap::{mean_ci, Estimate};
-use serde::{Deserialize, Serialize};
+use crate::suite::probe::records::{PitItem, Scenario, AFTER_FIRST_FACT};
+pub use crate::suite::probe::response::PitResponse;
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// A system's answers to the queries of one PIT item, parallel to `queries`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PitResponse {
-    #[serde(default)]
-    pub answers: Vec<Answer>,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PitReport {

@@ -4,6 +4,8 @@
 //! scorer's own test (the oracle must score perfectly, each heuristic must fail the
 //! regime it is blind to).
 
+use crate::engine::{Backend, EngineError, Request, Sample};
+use crate::render::question::Question;
 use crate::suite::creg::model::{self, Facts, ModelError, Variant};
 use crate::suite::creg::record::*;
 use crate::suite::creg::spec::NormativeSpec;
@@ -218,54 +220,13 @@ pub fn explanation_answer(system: System, s: &Scenario) -> Result<String, ModelE
 }
 
 /// The system's answer text to one question.
-pub fn answer(
-    system: System,
-    s: &Scenario,
-    q: crate::score::sample::Question,
-) -> Result<String, ModelError> {
-    use crate::score::sample::Question;
+pub fn answer(system: System, s: &Scenario, q: Question) -> Result<String, ModelError> {
     match q {
         Question::Belief { step } => belief_answer(system, s, step),
         Question::Contradiction => contradiction_answer(system, s),
         Question::Action => action_answer(system, s),
         Question::Explanation => explanation_answer(system, s),
     }
-}
-
-/// Answers every question of `suite` with `system`, under each named condition and seed
-/// (a baseline's answer depends on neither), and scores the text like a model's.
-pub fn run_suite(
-    system: System,
-    suite: &[Scenario],
-    conditions: &[String],
-    seeds: &[u64],
-) -> Result<Vec<crate::score::aggregate::Scored>, ModelError> {
-    use crate::score::contract::FinishReason;
-    use crate::score::sample::{questions, score_text};
-    let mut out = Vec::new();
-    for s in suite {
-        for q in questions(s) {
-            let text = answer(system, s, q)?;
-            let Some(score) = score_text(s, q, &text, FinishReason::Stop) else {
-                continue;
-            };
-            for condition in conditions {
-                for &seed in seeds {
-                    out.push(crate::score::aggregate::Scored {
-                        model: system.name().to_string(),
-                        condition: condition.clone(),
-                        seed,
-                        scenario: s.id.clone(),
-                        regime: s.metadata.trajectory_regime,
-                        pair_id: s.metadata.counterfactual_pair_id.clone(),
-                        question: q,
-                        score: score.clone(),
-                    });
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// A baseline system behind the [`Backend`](crate::engine::Backend) trait, so that it
@@ -277,9 +238,6 @@ pub struct BaselineBackend {
     scenarios: std::collections::HashMap<ScenarioId, Scenario>,
     questions: std::collections::HashMap<crate::id::RequestId, (ScenarioId, Question)>,
 }
-
-use crate::engine::{Backend, EngineError, FinishReason, Request, Sample, Timings};
-use crate::score::sample::Question;
 
 impl BaselineBackend {
     pub fn new(
@@ -312,33 +270,17 @@ impl Backend for BaselineBackend {
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
-        for r in requests {
-            let invalid = |message: String| EngineError::InvalidRequest {
-                id: r.id.to_string(),
-                message,
-            };
+        super::answer_each(requests, on_sample, |r| {
             let (scenario, question) = self
                 .questions
                 .get(&r.id)
-                .ok_or_else(|| invalid("not a request of this baseline's plan".into()))?;
+                .ok_or("not a request of this baseline's plan")?;
             let s = self
                 .scenarios
                 .get(scenario)
-                .ok_or_else(|| invalid(format!("scenario {scenario} is not in the suite")))?;
-            let text = answer(self.system, s, *question)
-                .map_err(|e| invalid(format!("the normative model failed: {e}")))?;
-            for &seed in &r.seeds {
-                on_sample(Sample {
-                    request_id: r.id.clone(),
-                    seed,
-                    text: text.clone(),
-                    prompt_tokens: 0,
-                    token_ids: Vec::new(),
-                    finish_reason: FinishReason::Stop,
-                    timings: Timings::default(),
-                });
-            }
-        }
-        Ok(())
+                .ok_or_else(|| format!("scenario {scenario} is not in the suite"))?;
+            answer(self.system, s, *question)
+                .map_err(|e| format!("the normative model failed: {e}"))
+        })
     }
 }

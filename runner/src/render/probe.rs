@@ -4,8 +4,8 @@
 //! (`post`). Sessions are dated 2026-06-(i+1), the harness convention of the original
 //! bench. A PIT query shows every session and asks about its reference date.
 
-use super::chains::chain;
-use super::records::{PitItem, ProbeItem, Session};
+use crate::suite::probe::chains::chain;
+use crate::suite::probe::records::{PitItem, ProbeItem, Session};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -168,8 +168,8 @@ pub fn pit_prompts(item: &PitItem) -> Vec<ProbePrompt> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::generator::{generate_pit, generate_probe};
     use super::*;
+    use crate::suite::probe::generator::{generate_pit, generate_probe};
 
     #[test]
     fn pre_prompt_stops_before_the_final_turn_and_post_includes_it() {

@@ -1,29 +1,10 @@
 //! Per-item and per-query scoring. Pure: no I/O, and any model text is accepted.
 
-use super::super::chains::{chain, AnswerKind};
-use super::super::records::{loose_key, Axis, Contradicted, Gold, PitItem, PitQuery, ProbeItem};
 use super::matching::{aliases, read, Alias, Answer, Reading};
-use serde::{Deserialize, Serialize};
-
-/// What a system says about one core item.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProbeResponse {
-    /// Answer after sessions 1..n-1; missing reads as empty (scored wrong).
-    #[serde(default)]
-    pub pre: Answer,
-    /// Answer after all sessions; missing reads as empty (scored wrong).
-    #[serde(default)]
-    pub post: Answer,
-    /// Relations the system now marks as no longer current, if it reports them.
-    #[serde(default)]
-    pub invalidated: Option<Vec<String>>,
-    /// The system's update/correction label for the final event, if it gives one.
-    #[serde(default)]
-    pub axis_pred: Option<Axis>,
-    /// The follow-up answer broke its contract: no invalidation and a wrong axis.
-    #[serde(default)]
-    pub followup_failed: bool,
-}
+use crate::suite::probe::chains::{chain, AnswerKind};
+use crate::suite::probe::records::{loose_key, Contradicted, Gold, PitItem, PitQuery, ProbeItem};
+pub use crate::suite::probe::response::ProbeResponse;
+use serde::Serialize;
 
 /// Outcome classes of one answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -248,9 +229,9 @@ pub fn score_pit_query(item: &PitItem, query: &PitQuery, answer: &Answer) -> Que
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::generator::{generate_pit, generate_probe};
-    use super::super::super::records::{Gold, Scenario};
     use super::*;
+    use crate::suite::probe::generator::{generate_pit, generate_probe};
+    use crate::suite::probe::records::{Gold, Scenario};
 
     fn item(pred: impl Fn(&ProbeItem) -> bool) -> ProbeItem {
         generate_probe()
@@ -327,10 +308,10 @@ mod tests {
         let it = item(|i| {
             i.hop_depth.get() == 4
                 && i.contradicted == Contradicted::Derived
-                && i.domain == super::super::super::records::Domain::Employment
+                && i.domain == crate::suite::probe::records::Domain::Employment
         });
-        let gold_no = crate::suite::probe::scoring::normalize::normalize(it.gold_post.as_str())
-            .contains("standard");
+        let gold_no =
+            crate::score::probe::normalize::normalize(it.gold_post.as_str()).contains("standard");
         let (right, wrong) = if gold_no {
             ("No, it doesn't.", "Yes.")
         } else {

@@ -5,70 +5,15 @@
 //! the shorter aliases inside it, so "it does not" is not also read as "it does", and
 //! "Central Standard" would not count as a mention of "Central".
 
-use super::super::chains::AnswerKind;
 use super::abstention::{declines, denied};
 use super::normalize::{tokens, value_tokens};
-use serde::{Deserialize, Serialize};
+use crate::suite::probe::chains::AnswerKind;
 use std::collections::BTreeSet;
 
 /// Version of the alias rules; reports carry it because scores depend on it.
 pub const ALIAS_VERSION: &str = "probe-aliases-1";
 pub use super::abstention::ABSTENTION_VERSION;
-
-/// A model answer: free text, optionally with a structured abstention flag.
-///
-/// Read from JSON as a plain string or as `{"answer": ..., "abstain": bool}` (`text`
-/// is accepted for `answer`); both are scored the same way.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(from = "AnswerForm")]
-pub struct Answer {
-    pub text: String,
-    #[serde(default)]
-    pub abstain: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum AnswerForm {
-    Text(String),
-    Structured {
-        #[serde(alias = "text", default)]
-        answer: Option<String>,
-        #[serde(default)]
-        abstain: bool,
-    },
-}
-
-impl From<AnswerForm> for Answer {
-    fn from(f: AnswerForm) -> Self {
-        match f {
-            AnswerForm::Text(text) => Answer {
-                text,
-                abstain: false,
-            },
-            AnswerForm::Structured { answer, abstain } => Answer {
-                text: answer.unwrap_or_default(),
-                abstain,
-            },
-        }
-    }
-}
-
-impl Answer {
-    pub fn text(text: impl Into<String>) -> Answer {
-        Answer {
-            text: text.into(),
-            abstain: false,
-        }
-    }
-
-    pub fn abstention() -> Answer {
-        Answer {
-            text: "unknown".to_string(),
-            abstain: true,
-        }
-    }
-}
+pub use crate::suite::probe::response::Answer;
 
 /// One alias as normalised tokens. `leading_only` aliases (bare "yes"/"no") count only
 /// as the first word of the answer, so "no idea" is not read as "no".

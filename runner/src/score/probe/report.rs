@@ -1,11 +1,11 @@
 //! Aggregation of core-item scores into the Probe report, with 95% intervals from a
 //! bootstrap clustered by item (several samples of one item, e.g. seeds, move together).
 
-use super::super::records::{Contradicted, ProbeItem};
 use super::compare::{depth_trends, fmt_p, Trend};
 use super::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use super::outcome::{score_probe_item, ItemScore, Outcome, ProbeResponse};
 use crate::score::bootstrap::{mean_ci, Estimate};
+use crate::suite::probe::records::{Contradicted, ProbeItem};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

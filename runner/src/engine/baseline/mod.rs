@@ -1,0 +1,36 @@
+//! Systems that answer without a network, one file per suite, behind the [`Backend`]
+//! trait so that they take the runner's whole path (plan, journal, streaming scorer,
+//! reports) like a model. They read the suite's records as data (never the scorer):
+//! each request id maps to the question it asks, and the answer depends on no seed.
+
+pub mod creg;
+pub mod probe;
+
+use super::{EngineError, FinishReason, Request, Sample, Timings};
+
+/// The generate loop both suites share: one answer per request, the same text for
+/// every seed. `answer` returns the text or why the request cannot be answered.
+pub(crate) fn answer_each(
+    requests: &[Request],
+    on_sample: &mut dyn FnMut(Sample),
+    mut answer: impl FnMut(&Request) -> Result<String, String>,
+) -> Result<(), EngineError> {
+    for r in requests {
+        let text = answer(r).map_err(|message| EngineError::InvalidRequest {
+            id: r.id.to_string(),
+            message,
+        })?;
+        for &seed in &r.seeds {
+            on_sample(Sample {
+                request_id: r.id.clone(),
+                seed,
+                text: text.clone(),
+                prompt_tokens: 0,
+                token_ids: Vec::new(),
+                finish_reason: FinishReason::Stop,
+                timings: Timings::default(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! A baseline's answers scored without the run loop: every question of the suite,
+//! answered once and counted under each condition and seed (an answer depends on
+//! neither), for `runner baseline` and the scorer's own tests.
+
+use super::aggregate::Scored;
+use super::sample::{questions, score_text};
+use crate::engine::baseline::creg::{self, System};
+use crate::engine::FinishReason;
+use crate::suite::creg::model::ModelError;
+use crate::suite::creg::record::Scenario;
+
+/// Answers every question of `suite` with `system`, under each named condition and seed
+/// (a baseline's answer depends on neither), and scores the text like a model's.
+pub fn run_suite(
+    system: System,
+    suite: &[Scenario],
+    conditions: &[String],
+    seeds: &[u64],
+) -> Result<Vec<Scored>, ModelError> {
+    let mut out = Vec::new();
+    for s in suite {
+        for q in questions(s) {
+            let text = creg::answer(system, s, q)?;
+            let Some(score) = score_text(s, q, &text, FinishReason::Stop) else {
+                continue;
+            };
+            for condition in conditions {
+                for &seed in seeds {
+                    out.push(Scored {
+                        model: system.name().to_string(),
+                        condition: condition.clone(),
+                        seed,
+                        scenario: s.id.clone(),
+                        regime: s.metadata.trajectory_regime,
+                        pair_id: s.metadata.counterfactual_pair_id.clone(),
+                        question: q,
+                        score: score.clone(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
