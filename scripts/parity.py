@@ -28,6 +28,7 @@ PROMPTS = [
     "should the agent wait or act after three positive test results? answer in JSON: {",
 ]
 NEW_TOKENS = 8
+ARCHS = ("qwen2", "llama", "gemma3", "phi3")
 
 
 def eos_ids(model_dir: pathlib.Path) -> set:
@@ -75,10 +76,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runner", required=True, help="path to the runner binary")
     ap.add_argument("--out", default="runner/tests/data/parity")
+    ap.add_argument(
+        "--arch",
+        action="append",
+        choices=ARCHS,
+        help="only these architectures (repeatable); all of them without it",
+    )
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for arch in ("qwen2", "llama", "gemma3"):
+    for arch in args.arch or ARCHS:
         with tempfile.TemporaryDirectory() as tmp:
             model_dir = pathlib.Path(tmp) / arch
             subprocess.run(

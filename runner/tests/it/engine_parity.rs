@@ -1,4 +1,4 @@
-//! Parity with Hugging Face transformers (CPU, f32) on the fixture models of all three
+//! Parity with Hugging Face transformers (CPU, f32) on the fixture models of all four
 //! architectures: the reference files come from scripts/parity.py. Tokenization must
 //! agree, the last prompt token's logits must agree within 1e-4, and greedy decoding
 //! must produce the same tokens and stop at the same place.
@@ -84,4 +84,9 @@ fn llama_matches_transformers() {
 #[test]
 fn gemma3_matches_transformers() {
     check(Arch::Gemma3, "gemma3");
+}
+
+#[test]
+fn phi3_matches_transformers() {
+    check(Arch::Phi3, "phi3");
 }

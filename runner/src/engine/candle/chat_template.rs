@@ -17,6 +17,7 @@ pub mod known {
     pub const QWEN2_5: &str = include_str!("templates/qwen2_5.jinja");
     pub const LLAMA3_1: &str = include_str!("templates/llama3_1.jinja");
     pub const GEMMA3: &str = include_str!("templates/gemma3.jinja");
+    pub const PHI3_5: &str = include_str!("templates/phi3_5.jinja");
 }
 
 #[derive(Debug, Clone)]

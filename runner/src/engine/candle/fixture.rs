@@ -6,7 +6,8 @@
 //! tokenizer_config.json carrying the real model family's chat template and special
 //! tokens. The same arguments always give byte-identical files.
 
-use super::chat_template::known;
+use super::fixture_config;
+use super::registry::{GateUpNames, QkvNames};
 use crate::engine::EngineError;
 use candle_core::{Device, Tensor};
 use serde_json::json;
@@ -17,24 +18,7 @@ use tokenizers::models::TrainerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arch {
-    Qwen2,
-    Llama,
-    Gemma3,
-}
-
-impl std::str::FromStr for Arch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "qwen2" => Ok(Arch::Qwen2),
-            "llama" => Ok(Arch::Llama),
-            "gemma3" => Ok(Arch::Gemma3),
-            _ => Err(format!("unknown architecture {s:?} (qwen2, llama, gemma3)")),
-        }
-    }
-}
+pub use super::registry::Arch;
 
 /// `Tiny` keeps tests fast; `Small` is big enough for attention to dominate decode
 /// cost at long prompts, which is what the benchmark measures.
@@ -89,49 +73,6 @@ fn shape(size: Size) -> Shape {
             vocab_target: 2048,
             window: 512,
         },
-    }
-}
-
-/// Special tokens of each family, in the order they get ids (before the learned
-/// vocabulary), and which of them end a turn.
-fn specials(
-    arch: Arch,
-) -> (
-    &'static [&'static str],
-    Option<&'static str>,
-    &'static [&'static str],
-) {
-    match arch {
-        Arch::Qwen2 => (
-            &["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-            None,
-            &["<|im_end|>", "<|endoftext|>"],
-        ),
-        Arch::Llama => (
-            &[
-                "<|begin_of_text|>",
-                "<|end_of_text|>",
-                "<|start_header_id|>",
-                "<|end_header_id|>",
-                "<|eom_id|>",
-                "<|eot_id|>",
-                "<|python_tag|>",
-            ],
-            Some("<|begin_of_text|>"),
-            &["<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"],
-        ),
-        Arch::Gemma3 => (
-            &[
-                "<pad>",
-                "<eos>",
-                "<bos>",
-                "<unk>",
-                "<start_of_turn>",
-                "<end_of_turn>",
-            ],
-            Some("<bos>"),
-            &["<eos>", "<end_of_turn>"],
-        ),
     }
 }
 
@@ -248,7 +189,7 @@ fn train_tokenizer(
     vocab_target: usize,
     corpus: Vec<String>,
 ) -> Result<Tokenizer, EngineError> {
-    let (special, _, _) = specials(arch);
+    let special = arch.row().fixture.specials;
     let err = |e: tokenizers::Error| EngineError::Tokenizer(e.to_string());
     let added: Vec<AddedToken> = special.iter().map(|s| AddedToken::from(*s, true)).collect();
     let trainer = BpeTrainerBuilder::new()
@@ -357,26 +298,25 @@ pub fn write_fixture_with(
     let tokenizer = train_tokenizer(arch, s.vocab_target, corpus)?;
     let vocab = tokenizer.get_vocab_size(true);
     let id = |t: &str| tokenizer.token_to_id(t).expect("special token was added");
-    let (_, bos, eos) = specials(arch);
+    let facts = &arch.row().fixture;
+    let (bos, eos) = (facts.bos, facts.eos);
     let eos_ids: Vec<u32> = eos.iter().map(|t| id(t)).collect();
     let tok_path = out.join("tokenizer.json");
     tokenizer
         .save(&tok_path, false)
         .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
 
-    // Both kinds of output head get exercised: Llama and small Qwen2 have their own.
-    let tied = !matches!((arch, size), (Arch::Llama, _) | (Arch::Qwen2, Size::Small));
+    let tied = facts.tied[match size {
+        Size::Tiny => 0,
+        Size::Small => 1,
+    }];
     let mut w = Weights {
-        rng: Rng(match arch {
-            Arch::Qwen2 => 1,
-            Arch::Llama => 2,
-            Arch::Gemma3 => 3,
-        }),
+        rng: Rng(facts.seed),
         tensors: HashMap::new(),
     };
     let (h, d) = (s.hidden, s.head_dim);
     // Gemma stores norm weights as offsets from 1; the others store the scale itself.
-    let norm_mean = if arch == Arch::Gemma3 { 0.0 } else { 1.0 };
+    let norm_mean = if facts.gemma_norms { 0.0 } else { 1.0 };
     // Output scale: logits with a spread of about 0.3, so that at the protocol's
     // temperature (0.2) a few tokens share the nucleus and seeds lead apart.
     let out_std = 0.3 / (h as f32).sqrt();
@@ -390,23 +330,32 @@ pub fn write_fixture_with(
             norm_mean,
             0.1,
         )?;
-        w.linear(&format!("{p}.self_attn.q_proj"), s.heads * d, h)?;
-        w.linear(&format!("{p}.self_attn.k_proj"), s.kv_heads * d, h)?;
-        w.linear(&format!("{p}.self_attn.v_proj"), s.kv_heads * d, h)?;
+        // (name, rows) of the attention input projections, in the checkpoint's layout.
+        let (q, kv) = (s.heads * d, s.kv_heads * d);
+        let qkv: Vec<(&str, usize)> = match &arch.row().tensors.qkv {
+            QkvNames::Separate(names) => names.iter().copied().zip([q, kv, kv]).collect(),
+            QkvNames::Fused(n) => vec![(n, q + 2 * kv)],
+        };
+        for &(n, out) in &qkv {
+            w.linear(&format!("{p}.self_attn.{n}"), out, h)?;
+        }
         w.linear(&format!("{p}.self_attn.o_proj"), h, s.heads * d)?;
-        w.linear(&format!("{p}.mlp.gate_proj"), s.inner, h)?;
-        w.linear(&format!("{p}.mlp.up_proj"), s.inner, h)?;
+        match arch.row().tensors.gate_up {
+            GateUpNames::Separate(names) => {
+                for n in names {
+                    w.linear(&format!("{p}.mlp.{n}"), s.inner, h)?;
+                }
+            }
+            GateUpNames::Fused(n) => w.linear(&format!("{p}.mlp.{n}"), 2 * s.inner, h)?,
+        }
         w.linear(&format!("{p}.mlp.down_proj"), h, s.inner)?;
-        if arch == Arch::Qwen2 {
-            for (n, dim) in [
-                ("q", s.heads * d),
-                ("k", s.kv_heads * d),
-                ("v", s.kv_heads * d),
-            ] {
-                w.normal(&format!("{p}.self_attn.{n}_proj.bias"), &[dim], 0.0, 0.1)?;
+        // After all weights, so that adding biases changed no other weight's values.
+        if facts.qkv_bias {
+            for &(n, out) in &qkv {
+                w.normal(&format!("{p}.self_attn.{n}.bias"), &[out], 0.0, 0.1)?;
             }
         }
-        if arch == Arch::Gemma3 {
+        if facts.gemma_norms {
             w.normal(
                 &format!("{p}.pre_feedforward_layernorm.weight"),
                 &[h],
@@ -431,85 +380,18 @@ pub fn write_fixture_with(
     candle_core::safetensors::save(&w.tensors, &weights_path)?;
 
     let bos_id = bos.map(id);
-    let config = match arch {
-        Arch::Qwen2 => json!({
-            "architectures": ["Qwen2ForCausalLM"],
-            "model_type": "qwen2",
-            "hidden_size": h,
-            "intermediate_size": s.inner,
-            "num_hidden_layers": s.layers,
-            "num_attention_heads": s.heads,
-            "num_key_value_heads": s.kv_heads,
-            "hidden_act": "silu",
-            "max_position_embeddings": 4096,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1000000.0,
-            "tie_word_embeddings": tied,
-            "use_sliding_window": false,
-            "vocab_size": vocab,
-            "bos_token_id": id("<|endoftext|>"),
-            "eos_token_id": id("<|im_end|>"),
-            "torch_dtype": "float32",
-        }),
-        Arch::Llama => json!({
-            "architectures": ["LlamaForCausalLM"],
-            "model_type": "llama",
-            "hidden_size": h,
-            "intermediate_size": s.inner,
-            "num_hidden_layers": s.layers,
-            "num_attention_heads": s.heads,
-            "num_key_value_heads": s.kv_heads,
-            "head_dim": d,
-            "hidden_act": "silu",
-            "max_position_embeddings": 131072,
-            "rms_norm_eps": 1e-5,
-            "rope_theta": 500000.0,
-            "rope_scaling": {
-                "rope_type": "llama3",
-                "factor": 8.0,
-                "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 8192
-            },
-            "attention_bias": false,
-            "mlp_bias": false,
-            "tie_word_embeddings": false,
-            "vocab_size": vocab,
-            "bos_token_id": bos_id,
-            "eos_token_id": eos_ids,
-            "torch_dtype": "float32",
-        }),
-        Arch::Gemma3 => json!({
-            "architectures": ["Gemma3ForCausalLM"],
-            "model_type": "gemma3_text",
-            "hidden_size": h,
-            "intermediate_size": s.inner,
-            "num_hidden_layers": s.layers,
-            "num_attention_heads": s.heads,
-            "num_key_value_heads": s.kv_heads,
-            "head_dim": d,
-            "query_pre_attn_scalar": d,
-            "hidden_activation": "gelu_pytorch_tanh",
-            "max_position_embeddings": 131072,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1000000.0,
-            "rope_local_base_freq": 10000.0,
-            "rope_scaling": { "rope_type": "linear", "factor": 8.0 },
-            "sliding_window": s.window,
-            "sliding_window_pattern": 2,
-            "layer_types": (0..s.layers)
-                .map(|i| if (i + 1) % 2 == 0 { "full_attention" } else { "sliding_attention" })
-                .collect::<Vec<_>>(),
-            "final_logit_softcapping": null,
-            "attn_logit_softcapping": null,
-            "tie_word_embeddings": true,
-            "vocab_size": vocab,
-            "bos_token_id": bos_id,
-            "eos_token_id": eos_ids,
-            "pad_token_id": id("<pad>"),
-            "torch_dtype": "float32",
-        }),
+    let dims = fixture_config::Dims {
+        hidden: h,
+        inner: s.inner,
+        layers: s.layers,
+        heads: s.heads,
+        kv_heads: s.kv_heads,
+        head_dim: d,
+        window: s.window,
+        vocab,
+        tied,
     };
+    let config = (facts.config)(&dims, &id);
     let generation = json!({
         "bos_token_id": bos_id,
         "eos_token_id": eos_ids,
@@ -518,16 +400,12 @@ pub fn write_fixture_with(
         "top_p": 0.8,
         "top_k": 20,
     });
-    let template = match arch {
-        Arch::Qwen2 => known::QWEN2_5,
-        Arch::Llama => known::LLAMA3_1,
-        Arch::Gemma3 => known::GEMMA3,
-    };
+    let template = facts.template;
     let tokenizer_config = json!({
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": bos,
         "eos_token": eos[0],
-        "pad_token": if arch == Arch::Gemma3 { "<pad>" } else { eos[eos.len() - 1] },
+        "pad_token": facts.pad,
         "add_bos_token": false,
         "add_eos_token": false,
         "model_max_length": 131072,

@@ -9,6 +9,7 @@
 
 use super::kv_cache::KvCache;
 use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
+use super::registry::{ModelConfig, TensorNames};
 use super::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
@@ -92,11 +93,31 @@ impl Config {
         }
     }
 
+    pub fn kv_values_per_token(&self) -> usize {
+        self.num_hidden_layers * self.num_key_value_heads * self.head_dim * 2
+    }
+
     fn is_sliding(&self, layer: usize) -> bool {
         match &self.layer_types {
             Some(kinds) => kinds.get(layer).map(String::as_str) == Some("sliding_attention"),
             None => !(layer + 1).is_multiple_of(self.sliding_window_pattern),
         }
+    }
+}
+
+pub fn parse(text: &str) -> std::result::Result<Box<dyn ModelConfig>, String> {
+    Ok(Box::new(
+        Config::from_json(text).map_err(|e| e.to_string())?,
+    ))
+}
+
+impl ModelConfig for Config {
+    fn kv_values_per_token(&self) -> usize {
+        Config::kv_values_per_token(self)
+    }
+
+    fn load(&self, vb: VarBuilder, names: &TensorNames) -> Result<Box<dyn CausalLm>> {
+        Ok(Box::new(Gemma3::load(vb, self, names)?))
     }
 }
 
@@ -131,11 +152,11 @@ struct Attention {
 }
 
 impl Attention {
-    fn load(vb: VarBuilder, c: &Config, layer: usize) -> Result<Self> {
+    fn load(vb: VarBuilder, c: &Config, layer: usize, names: &TensorNames) -> Result<Self> {
         let d = c.head_dim;
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         Ok(Attention {
-            qkv: QkvProjection::load(&vb, c.hidden_size, (h, kv, d), false)?,
+            qkv: QkvProjection::load(&vb, &names.qkv, c.hidden_size, (h, kv, d), false)?,
             o: candle_nn::linear_no_bias(h * d, c.hidden_size, vb.pp("o_proj"))?,
             q_norm: Norm::load(vb.pp("q_norm"), d, c.rms_norm_eps)?,
             k_norm: Norm::load(vb.pp("k_norm"), d, c.rms_norm_eps)?,
@@ -200,7 +221,7 @@ pub struct Gemma3 {
 }
 
 impl Gemma3 {
-    pub fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames) -> Result<Self> {
         if c.attn_logit_softcapping.is_some() {
             candle_core::bail!("gemma3: attention logit soft-capping is not supported")
         }
@@ -216,14 +237,20 @@ impl Gemma3 {
                 let b = m.pp("layers").pp(i);
                 Ok(Block {
                     input_norm: Norm::load(b.pp("input_layernorm"), h, c.rms_norm_eps)?,
-                    attn: Attention::load(b.pp("self_attn"), c, i)?,
+                    attn: Attention::load(b.pp("self_attn"), c, i, names)?,
                     post_attn_norm: Norm::load(
                         b.pp("post_attention_layernorm"),
                         h,
                         c.rms_norm_eps,
                     )?,
                     pre_mlp_norm: Norm::load(b.pp("pre_feedforward_layernorm"), h, c.rms_norm_eps)?,
-                    mlp: GatedMlp::load(b.pp("mlp"), h, c.intermediate_size, GatedAct::GeluTanh)?,
+                    mlp: GatedMlp::load(
+                        b.pp("mlp"),
+                        &names.gate_up,
+                        h,
+                        c.intermediate_size,
+                        GatedAct::GeluTanh,
+                    )?,
                     post_mlp_norm: Norm::load(
                         b.pp("post_feedforward_layernorm"),
                         h,

@@ -1,13 +1,12 @@
 //! Pieces the model files share: rotary tables per token position, the padded and
 //! grouped attention, and the gated MLP.
 
-use super::cpu_attention;
+use super::cpu;
+pub use super::cpu::GatedAct;
 use super::kv_cache::StepLayout;
-use super::vectorised;
-pub use super::vectorised::GatedAct;
+use super::registry::{GateUpNames, QkvNames};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::Linear;
-use rayon::prelude::*;
 
 /// Rotary embedding frequencies; the tables are computed in f32 for the positions of
 /// each step (per row, since rows sit at different positions).
@@ -120,7 +119,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Mask, scale: f64) ->
         .iter()
         .all(|t| t.device().is_cpu() && t.dtype() == DType::F32);
     if f32_cpu {
-        return cpu_attention::attention(q, k, v, &mask.layout, mask.window, scale as f32);
+        return cpu::attention::attention(q, k, v, &mask.layout, mask.window, scale as f32);
     }
     let dense = match &mask.dense {
         Some(m) => m.clone(),
@@ -205,33 +204,45 @@ pub struct QkvProjection {
 }
 
 impl QkvProjection {
-    /// `vb` holds q_proj, k_proj and v_proj, with biases when `bias`.
+    /// `vb` holds the projections under `names`, with biases when `bias`; separate
+    /// ones are stacked here, a fused one is already stacked as q, k, v.
     pub fn load(
         vb: &candle_nn::VarBuilder,
+        names: &QkvNames,
         hidden: usize,
         (heads, kv_heads, head_dim): (usize, usize, usize),
         bias: bool,
     ) -> Result<Self> {
-        let parts = [
-            ("q_proj", heads * head_dim),
-            ("k_proj", kv_heads * head_dim),
-            ("v_proj", kv_heads * head_dim),
-        ];
-        let weights = parts
-            .iter()
-            .map(|(name, out)| vb.pp(name).get((*out, hidden), "weight"))
-            .collect::<Result<Vec<_>>>()?;
-        let biases = if bias {
-            let b = parts
-                .iter()
-                .map(|(name, out)| vb.pp(name).get(*out, "bias"))
-                .collect::<Result<Vec<_>>>()?;
-            Some(Tensor::cat(&b, 0)?)
-        } else {
-            None
+        let (q, kv) = (heads * head_dim, kv_heads * head_dim);
+        let (weight, bias) = match names {
+            QkvNames::Fused(name) => {
+                let vb = vb.pp(name);
+                let bias = if bias {
+                    Some(vb.get(q + 2 * kv, "bias")?)
+                } else {
+                    None
+                };
+                (vb.get((q + 2 * kv, hidden), "weight")?, bias)
+            }
+            QkvNames::Separate(names) => {
+                let parts = names.iter().zip([q, kv, kv]);
+                let weights = parts
+                    .clone()
+                    .map(|(name, out)| vb.pp(name).get((out, hidden), "weight"))
+                    .collect::<Result<Vec<_>>>()?;
+                let biases = if bias {
+                    let b = parts
+                        .map(|(name, out)| vb.pp(name).get(out, "bias"))
+                        .collect::<Result<Vec<_>>>()?;
+                    Some(Tensor::cat(&b, 0)?)
+                } else {
+                    None
+                };
+                (Tensor::cat(&weights, 0)?, biases)
+            }
         };
         Ok(QkvProjection {
-            qkv: Linear::new(Tensor::cat(&weights, 0)?, biases),
+            qkv: Linear::new(weight, bias),
             heads,
             kv_heads,
             head_dim,
@@ -273,78 +284,12 @@ impl QkvProjection {
             return Ok((apply_rope(&q, cos, sin)?, apply_rope(&k, cos, sin)?, v));
         }
         let (rows, new, _) = x.dims3()?;
-        let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let half = d / 2;
-        // The bias is added in the pass below rather than by a pass of its own.
+        // The bias is added in the kernel's pass rather than by a pass of its own.
         let y = x
             .reshape((rows * new, x.dim(2)?))?
             .matmul(&self.qkv.weight().t()?)?;
-        let bias = match self.qkv.bias() {
-            Some(b) => b.to_vec1::<f32>()?,
-            None => vec![0.0; (h + 2 * kv) * d],
-        };
-        let (cos, sin) = (cos.contiguous()?, sin.contiguous()?);
-        let (ys, cs, ss) = (
-            y.storage_and_layout(),
-            cos.storage_and_layout(),
-            sin.storage_and_layout(),
-        );
-        let y_data = cpu_f32(&ys.0, ys.1, y.elem_count())?;
-        let cos_data = cpu_f32(&cs.0, cs.1, rows * new * half)?;
-        let sin_data = cpu_f32(&ss.0, ss.1, rows * new * half)?;
-        let all = h + 2 * kv;
-        let mut q = vec![0f32; rows * h * new * d];
-        let mut k = vec![0f32; rows * kv * new * d];
-        let mut v = vec![0f32; rows * kv * new * d];
-        // One task per (row, head): head `j` of the stacked output (q heads, then k,
-        // then v) of every token of row `b`, into its contiguous (new, d) block.
-        let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::with_capacity(rows * all);
-        let mut parts = [
-            (0, h, q.as_mut_slice()),
-            (h, kv, k.as_mut_slice()),
-            (h + kv, kv, v.as_mut_slice()),
-        ];
-        for (first, count, buf) in parts.iter_mut() {
-            for (t, block) in buf.chunks_mut(new * d).enumerate() {
-                tasks.push((t / *count, *first + t % *count, block));
-            }
-        }
-        let head = |(b, j, out): (usize, usize, &mut [f32])| {
-            let bias = &bias[j * d..][..d];
-            for i in 0..new {
-                let t = b * new + i;
-                let src = &y_data[(t * all + j) * d..][..d];
-                let dst = &mut out[i * d..][..d];
-                if j >= h + kv {
-                    for ((o, x), b) in dst.iter_mut().zip(src).zip(bias) {
-                        *o = x + b;
-                    }
-                    continue;
-                }
-                let c = &cos_data[t * half..][..half];
-                let s = &sin_data[t * half..][..half];
-                let (o1, o2) = dst.split_at_mut(half);
-                for m in 0..half {
-                    let x1 = src[m] + bias[m];
-                    let x2 = src[half + m] + bias[half + m];
-                    o1[m] = x1 * c[m] - x2 * s[m];
-                    o2[m] = x1 * s[m] + x2 * c[m];
-                }
-            }
-        };
-        // A decode step's few values are not worth waking the other threads for.
-        if rows * new * all * d < 1 << 15 {
-            tasks.into_iter().for_each(head);
-        } else {
-            tasks.into_par_iter().for_each(head);
-        }
-        drop((ys, cs, ss));
-        let dev = x.device();
-        Ok((
-            Tensor::from_vec(q, (rows, h, new, d), dev)?,
-            Tensor::from_vec(k, (rows, kv, new, d), dev)?,
-            Tensor::from_vec(v, (rows, kv, new, d), dev)?,
-        ))
+        let dims = (self.heads, self.kv_heads, self.head_dim);
+        cpu::split_rotate(&y, self.qkv.bias(), (rows, new), dims, cos, sin)
     }
 }
 
@@ -359,16 +304,25 @@ pub struct GatedMlp {
 }
 
 impl GatedMlp {
+    /// `vb` holds the projections under `names`; separate gate and up weights are
+    /// stacked here, a fused one is already stacked as gate, up.
     pub fn load(
         vb: candle_nn::VarBuilder,
+        names: &GateUpNames,
         hidden: usize,
         inner: usize,
         act: GatedAct,
     ) -> Result<Self> {
-        let gate = vb.pp("gate_proj").get((inner, hidden), "weight")?;
-        let up = vb.pp("up_proj").get((inner, hidden), "weight")?;
+        let gate_up = match names {
+            GateUpNames::Fused(name) => vb.pp(name).get((2 * inner, hidden), "weight")?,
+            GateUpNames::Separate([gate, up]) => {
+                let gate = vb.pp(gate).get((inner, hidden), "weight")?;
+                let up = vb.pp(up).get((inner, hidden), "weight")?;
+                Tensor::cat(&[&gate, &up], 0)?
+            }
+        };
         Ok(GatedMlp {
-            gate_up: Linear::new(Tensor::cat(&[&gate, &up], 0)?, None),
+            gate_up: Linear::new(gate_up, None),
             down: candle_nn::linear_no_bias(inner, hidden, vb.pp("down_proj"))?,
             inner,
             act,
@@ -411,51 +365,13 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
     if !f32_cpu {
         return candle_nn::ops::rms_norm(&x, weight, eps);
     }
-    let dim = weight.elem_count();
-    let weight = weight.contiguous()?;
-    let (xs, xl) = x.storage_and_layout();
-    let (ws, wl) = weight.storage_and_layout();
-    let data = cpu_f32(&xs, xl, x.elem_count())?;
-    let w = cpu_f32(&ws, wl, dim)?;
-    let mut out = vec![0f32; x.elem_count()];
-    // Rows per task: enough that a decode step's few rows stay on one thread.
-    let per_task = dim * (4096 / dim).max(1);
-    out.par_chunks_mut(per_task)
-        .zip(data.par_chunks(per_task))
-        .for_each(|(o, x)| vectorised::rms_norm(x, w, eps, o));
-    drop((xs, ws));
-    Tensor::from_vec(out, x.dims(), x.device())
-}
-
-/// The f32 data of a contiguous CPU tensor.
-fn cpu_f32<'a>(
-    storage: &'a candle_core::Storage,
-    layout: &candle_core::Layout,
-    len: usize,
-) -> Result<&'a [f32]> {
-    match storage {
-        candle_core::Storage::Cpu(c) => Ok(&c.as_slice::<f32>()?[layout.start_offset()..][..len]),
-        _ => candle_core::bail!("expected a tensor on the CPU"),
-    }
+    cpu::rms_norm(&x, weight, eps)
 }
 
 /// (.., 2 * inner) -> (.., inner): act(first half) * second half.
 fn gated(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
-    let mut dims = gate_up.dims().to_vec();
-    let last = dims.len() - 1;
-    dims[last] = inner;
     if gate_up.device().is_cpu() && gate_up.dtype() == DType::F32 {
-        let gate_up = gate_up.contiguous()?;
-        let (storage, layout) = gate_up.storage_and_layout();
-        let data = cpu_f32(&storage, layout, gate_up.elem_count())?;
-        let mut out = vec![0f32; gate_up.elem_count() / 2];
-        let rows = (out.len() / inner).max(1);
-        let per_task = (rows / (2 * rayon::current_num_threads())).max(1);
-        out.par_chunks_mut(per_task * inner)
-            .zip(data.par_chunks(per_task * 2 * inner))
-            .for_each(|(o, gu)| vectorised::gated(gu, inner, act, o));
-        drop(storage);
-        return Tensor::from_vec(out, dims, gate_up.device());
+        return cpu::gated(gate_up, inner, act);
     }
     gated_ops(gate_up, inner, act)
 }
@@ -505,7 +421,8 @@ mod tests {
                 weights.insert(format!("{name}.bias"), b);
             }
             let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, &dev);
-            let qkv = QkvProjection::load(&vb, hidden, (heads, kv, d), bias)?;
+            let names = QkvNames::Separate(["q_proj", "k_proj", "v_proj"]);
+            let qkv = QkvProjection::load(&vb, &names, hidden, (heads, kv, d), bias)?;
             // Large enough for the parallel path, and a single decode step.
             for (past, new, pad) in [(3, 700, vec![0, 4]), (40, 1, vec![0, 4])] {
                 let layout = StepLayout { past, new, pad };

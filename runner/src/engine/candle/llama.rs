@@ -1,9 +1,15 @@
 //! Llama 3 (3.1): a pre-norm decoder with grouped-query attention, SwiGLU MLP, RMSNorm,
 //! and RoPE whose frequencies are rescaled by the "llama3" rule: long wavelengths are
 //! divided by `factor`, short ones kept, and the band between interpolated.
+//!
+//! The same decoder runs two more architectures, whose differences are config flags:
+//! Qwen2 (Qwen2.5) has biases on q, k and v (not on o) and never rescales RoPE; Phi-3
+//! stores q, k, v and gate, up as fused matrices (the registry's tensor names) and may
+//! attend over a sliding window.
 
 use super::kv_cache::KvCache;
 use super::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, RmsNorm, Rope};
+use super::registry::{ModelConfig, TensorNames};
 use super::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
@@ -26,6 +32,13 @@ pub struct Config {
     pub attention_bias: bool,
     #[serde(default)]
     pub tie_word_embeddings: bool,
+    /// Qwen2: q, k and v carry a bias although `attention_bias` is absent and o has none.
+    #[serde(skip)]
+    pub qkv_bias: bool,
+    /// Phi-3: each query sees only the last this many tokens (itself included). Read
+    /// only for Phi-3: Qwen2 configs name a window they do not use.
+    #[serde(skip)]
+    pub sliding_window: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -61,6 +74,74 @@ impl Config {
     }
 }
 
+impl ModelConfig for Config {
+    fn kv_values_per_token(&self) -> usize {
+        self.num_hidden_layers * self.num_key_value_heads * self.head_dim() * 2
+    }
+
+    fn load(&self, vb: VarBuilder, names: &TensorNames) -> Result<Box<dyn CausalLm>> {
+        Ok(Box::new(Llama::load(vb, self, names)?))
+    }
+}
+
+fn from_value(v: serde_json::Value) -> std::result::Result<Config, String> {
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+fn object(text: &str) -> std::result::Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+/// Whether `key` is present with a value other than null.
+fn is_set(v: &serde_json::Value, key: &str) -> bool {
+    v.get(key).is_some_and(|x| !x.is_null())
+}
+
+pub fn parse_llama(text: &str) -> std::result::Result<Box<dyn ModelConfig>, String> {
+    Ok(Box::new(from_value(object(text)?)?))
+}
+
+pub fn parse_qwen2(text: &str) -> std::result::Result<Box<dyn ModelConfig>, String> {
+    let mut v = object(text)?;
+    // Qwen2.5's long-context (YaRN) entry is for inputs past 32k tokens, which the
+    // engine has never rescaled for; it is not Llama 3's rule and must not be read so.
+    if let Some(o) = v.as_object_mut() {
+        o.remove("rope_scaling");
+        o.remove("attention_bias");
+    }
+    let mut c = from_value(v)?;
+    c.qkv_bias = true;
+    Ok(Box::new(c))
+}
+
+pub fn parse_phi3(text: &str) -> std::result::Result<Box<dyn ModelConfig>, String> {
+    let v = object(text)?;
+    if is_set(&v, "rope_scaling") {
+        return Err("phi3: rope_scaling (longrope, su, yarn) is not supported; \
+                    only checkpoints without it (the 4k-context ones) load"
+            .into());
+    }
+    let partial = v.get("partial_rotary_factor").and_then(|x| x.as_f64());
+    if partial.is_some_and(|p| p != 1.0) {
+        return Err(format!(
+            "phi3: partial_rotary_factor {} is not supported (only 1.0)",
+            partial.unwrap_or_default()
+        ));
+    }
+    let window = match v.get("sliding_window") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(w) => Some(
+            w.as_u64()
+                .filter(|&w| w > 0)
+                .ok_or_else(|| format!("phi3: sliding_window {w} is not a positive integer"))?
+                as usize,
+        ),
+    };
+    let mut c = from_value(v)?;
+    c.sliding_window = window;
+    Ok(Box::new(c))
+}
+
 struct Attention {
     qkv: QkvProjection,
     o: Linear,
@@ -68,11 +149,12 @@ struct Attention {
 }
 
 impl Attention {
-    fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, c: &Config, names: &TensorNames) -> Result<Self> {
         let d = c.head_dim();
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
+        let qkv_bias = c.attention_bias || c.qkv_bias;
         Ok(Attention {
-            qkv: QkvProjection::load(&vb, c.hidden_size, (h, kv, d), c.attention_bias)?,
+            qkv: QkvProjection::load(&vb, &names.qkv, c.hidden_size, (h, kv, d), qkv_bias)?,
             o: candle_nn::linear_b(h * d, c.hidden_size, c.attention_bias, vb.pp("o_proj"))?,
             head_dim: d,
         })
@@ -113,11 +195,12 @@ pub struct Llama {
     norm: RmsNorm,
     head: Linear,
     rope: Rope,
+    window: Option<usize>,
     dtype: DType,
 }
 
 impl Llama {
-    pub fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames) -> Result<Self> {
         let m = vb.pp("model");
         let embed = candle_nn::embedding(c.vocab_size, c.hidden_size, m.pp("embed_tokens"))?;
         let blocks = (0..c.num_hidden_layers)
@@ -129,7 +212,7 @@ impl Llama {
                         c.hidden_size,
                         c.rms_norm_eps,
                     )?,
-                    attn: Attention::load(b.pp("self_attn"), c)?,
+                    attn: Attention::load(b.pp("self_attn"), c, names)?,
                     mlp_norm: RmsNorm::load(
                         b.pp("post_attention_layernorm"),
                         c.hidden_size,
@@ -137,6 +220,7 @@ impl Llama {
                     )?,
                     mlp: GatedMlp::load(
                         b.pp("mlp"),
+                        &names.gate_up,
                         c.hidden_size,
                         c.intermediate_size,
                         GatedAct::Silu,
@@ -165,6 +249,7 @@ impl Llama {
             norm,
             head,
             rope,
+            window: c.sliding_window,
             dtype: vb.dtype(),
         })
     }
@@ -178,7 +263,7 @@ impl CausalLm for Llama {
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let layout = cache.layout(tokens.dim(1)?);
         let (cos, sin) = self.rope.tables(&layout, self.dtype)?;
-        let mask = Mask::new(&layout, None, tokens.device())?;
+        let mask = Mask::new(&layout, self.window, tokens.device())?;
         let step = Step { cos, sin, mask };
         let mut x = self.embed.forward(tokens)?;
         for (i, block) in self.blocks.iter().enumerate() {

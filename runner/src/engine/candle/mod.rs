@@ -3,32 +3,29 @@
 
 pub mod bench;
 pub mod chat_template;
-mod cpu_attention;
+mod cpu;
 pub mod device;
 pub mod fixture;
+mod fixture_config;
 pub mod gemma3;
 pub mod kv_cache;
 mod layers;
 pub mod llama;
+mod load;
 pub mod loader;
 mod nucleus;
-pub mod qwen2;
+pub mod registry;
 pub mod sampler;
 mod scheduler;
 pub mod step;
-mod vectorised;
 
 use crate::engine::{EngineError, Prompt};
 pub use bench::{BenchBreakdown, BenchTimes};
 use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
-use device::kv_budget;
 pub use device::{default_dtype, select_device, DeviceChoice};
 use kv_cache::KvCache;
-use loader::ModelFiles;
 pub use scheduler::BatchLimits;
-use serde::Deserialize;
-use std::path::Path;
 use tokenizers::Tokenizer;
 
 /// A decoder-only model that runs one step over a batch with an external cache.
@@ -38,44 +35,6 @@ pub trait CausalLm: Send + Sync {
     /// Feeds `tokens` (rows, new) after what `cache` holds, appends their keys and
     /// values, and returns the logits of each row's last new token (rows, vocab) in f32.
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> candle_core::Result<Tensor>;
-}
-
-#[derive(Deserialize)]
-struct ArchProbe {
-    model_type: Option<String>,
-    #[serde(default)]
-    eos_token_id: Option<TokenIds>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum TokenIds {
-    One(u32),
-    Many(Vec<u32>),
-}
-
-impl TokenIds {
-    fn ids(self) -> Vec<u32> {
-        match self {
-            TokenIds::One(i) => vec![i],
-            TokenIds::Many(v) => v,
-        }
-    }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    what: &'static str,
-) -> Result<T, EngineError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| EngineError::BadFile {
-        what,
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
 }
 
 /// A loaded model with its tokenizer and chat template, ready to decode.
@@ -95,84 +54,6 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn load(files: &ModelFiles, device: Device, label: &str) -> Result<Engine, EngineError> {
-        let dtype = default_dtype(&device);
-        let probe: ArchProbe = read_json(&files.config, "model config")?;
-        let mut eos = probe.eos_token_id.map(TokenIds::ids).unwrap_or_default();
-        if let Some(g) = &files.generation_config {
-            let gen: ArchProbe = read_json(g, "generation config")?;
-            eos.extend(gen.eos_token_id.map(TokenIds::ids).unwrap_or_default());
-        }
-        eos.sort_unstable();
-        eos.dedup();
-        if eos.is_empty() {
-            return Err(EngineError::Model(format!(
-                "{} declares no eos_token_id",
-                files.config.display()
-            )));
-        }
-        // Safety: the weight files are memory-mapped read-only; the engine never writes
-        // them, and a file changed underneath a running process is outside its contract.
-        let vb = unsafe {
-            candle_nn::VarBuilder::from_mmaped_safetensors(&files.weights, dtype, &device)?
-        };
-        let kv_elems: usize;
-        let model: Box<dyn CausalLm> = match probe.model_type.as_deref() {
-            Some("qwen2") => {
-                let c: qwen2::Config = read_json(&files.config, "qwen2 config")?;
-                kv_elems = c.num_hidden_layers * c.num_key_value_heads * c.head_dim() * 2;
-                Box::new(qwen2::Qwen2::load(vb, &c)?)
-            }
-            Some("llama") => {
-                let c: llama::Config = read_json(&files.config, "llama config")?;
-                kv_elems = c.num_hidden_layers * c.num_key_value_heads * c.head_dim() * 2;
-                Box::new(llama::Llama::load(vb, &c)?)
-            }
-            Some("gemma3" | "gemma3_text") => {
-                let text =
-                    std::fs::read_to_string(&files.config).map_err(|source| EngineError::Io {
-                        path: files.config.clone(),
-                        source,
-                    })?;
-                let c = gemma3::Config::from_json(&text).map_err(|e| EngineError::BadFile {
-                    what: "gemma3 config",
-                    path: files.config.clone(),
-                    message: e.to_string(),
-                })?;
-                kv_elems = c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
-                Box::new(gemma3::Gemma3::load(vb, &c)?)
-            }
-            other => {
-                return Err(EngineError::Model(format!(
-                    "architecture {other:?} in {} is not supported",
-                    files.config.display()
-                )))
-            }
-        };
-        let tokenizer = Tokenizer::from_file(&files.tokenizer)
-            .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
-        let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
-        let limits = BatchLimits {
-            kv_budget_bytes: kv_budget(&device),
-            ..BatchLimits::default()
-        };
-        Ok(Engine {
-            model,
-            kv_bytes_per_token: kv_elems * dtype.size_in_bytes(),
-            simulated_oom_above: None,
-            tokenizer,
-            template,
-            eos,
-            label: format!(
-                "{label} on {} ({dtype:?})",
-                if device.is_cpu() { "cpu" } else { "cuda" }
-            ),
-            device,
-            dtype,
-            limits,
-        })
-    }
-
     pub fn with_limits(mut self, limits: BatchLimits) -> Self {
         self.limits = limits;
         self

@@ -14,7 +14,7 @@
 //! depends on what else shares the batch) never moves a block boundary, and no key
 //! span starts on a padding slot.
 
-use super::kv_cache::StepLayout;
+use super::super::kv_cache::StepLayout;
 use super::vectorised::exp_shifted;
 use candle_core::{bail, Result, Storage, Tensor};
 use rayon::prelude::*;
