@@ -2,20 +2,18 @@
 //! benchmarks run the real loading path without a model hub.
 //!
 //! A fixture is a folder with config.json, generation_config.json, model.safetensors
-//! (f32), tokenizer.json (a byte-level BPE trained here on a built-in corpus) and
-//! tokenizer_config.json carrying the real model family's chat template and special
-//! tokens. The same arguments always give byte-identical files.
+//! (f32), tokenizer.json (the model family's real tokenizer pipeline with a BPE vocabulary
+//! trained here on a built-in corpus, see fixture_tokenizer.rs) and tokenizer_config.json
+//! carrying the real model family's tokenizer class, chat template and special tokens. The same arguments always give byte-identical files.
 
 use super::chat_template::known;
+use super::fixture_tokenizer::{specials, tokenizer_config, train_tokenizer};
+use super::fixture_weights::{write_bf16, Spec};
 use crate::engine::EngineError;
 use candle_core::{Device, Tensor};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::Path;
-use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
-use tokenizers::models::TrainerWrapper;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::{AddedToken, Tokenizer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
@@ -37,11 +35,14 @@ impl std::str::FromStr for Arch {
 }
 
 /// `Tiny` keeps tests fast; `Small` is big enough for attention to dominate decode
-/// cost at long prompts, which is what the benchmark measures.
+/// cost at long prompts, which is what the benchmark measures. `Qwen7bShape` has the
+/// layer sizes and vocabulary of Qwen2.5-7B (random bf16 weights, 15 GB) for GPU
+/// throughput checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Size {
     Tiny,
     Small,
+    Qwen7bShape,
 }
 
 impl std::str::FromStr for Size {
@@ -50,7 +51,10 @@ impl std::str::FromStr for Size {
         match s {
             "tiny" => Ok(Size::Tiny),
             "small" => Ok(Size::Small),
-            _ => Err(format!("unknown fixture size {s:?} (tiny, small)")),
+            "qwen7b-shape" => Ok(Size::Qwen7bShape),
+            _ => Err(format!(
+                "unknown fixture size {s:?} (tiny, small, qwen7b-shape)"
+            )),
         }
     }
 }
@@ -89,51 +93,21 @@ fn shape(size: Size) -> Shape {
             vocab_target: 2048,
             window: 512,
         },
+        Size::Qwen7bShape => Shape {
+            hidden: 3584,
+            inner: 18944,
+            layers: 28,
+            heads: 28,
+            kv_heads: 4,
+            head_dim: 128,
+            vocab_target: 8192,
+            window: 4096,
+        },
     }
 }
 
-/// Special tokens of each family, in the order they get ids (before the learned
-/// vocabulary), and which of them end a turn.
-fn specials(
-    arch: Arch,
-) -> (
-    &'static [&'static str],
-    Option<&'static str>,
-    &'static [&'static str],
-) {
-    match arch {
-        Arch::Qwen2 => (
-            &["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-            None,
-            &["<|im_end|>", "<|endoftext|>"],
-        ),
-        Arch::Llama => (
-            &[
-                "<|begin_of_text|>",
-                "<|end_of_text|>",
-                "<|start_header_id|>",
-                "<|end_header_id|>",
-                "<|eom_id|>",
-                "<|eot_id|>",
-                "<|python_tag|>",
-            ],
-            Some("<|begin_of_text|>"),
-            &["<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"],
-        ),
-        Arch::Gemma3 => (
-            &[
-                "<pad>",
-                "<eos>",
-                "<bos>",
-                "<unk>",
-                "<start_of_turn>",
-                "<end_of_turn>",
-            ],
-            Some("<bos>"),
-            &["<eos>", "<end_of_turn>"],
-        ),
-    }
-}
+/// Qwen2.5-7B's embedding rows: more than its tokenizer has, as in the real model.
+const QWEN7B_ROWS: usize = 152_064;
 
 const WORDS: &[&str] = &[
     "the",
@@ -243,32 +217,6 @@ fn corpus() -> Vec<String> {
         .collect()
 }
 
-fn train_tokenizer(
-    arch: Arch,
-    vocab_target: usize,
-    corpus: Vec<String>,
-) -> Result<Tokenizer, EngineError> {
-    let (special, _, _) = specials(arch);
-    let err = |e: tokenizers::Error| EngineError::Tokenizer(e.to_string());
-    let added: Vec<AddedToken> = special.iter().map(|s| AddedToken::from(*s, true)).collect();
-    let trainer = BpeTrainerBuilder::new()
-        .vocab_size(vocab_target)
-        .min_frequency(2)
-        .show_progress(false)
-        .special_tokens(added.clone())
-        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
-        .build();
-    let mut tokenizer = Tokenizer::new(BPE::default());
-    tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
-    tokenizer.with_decoder(Some(ByteLevel::new(false, true, true)));
-    let mut trainer = TrainerWrapper::BpeTrainer(trainer);
-    tokenizer
-        .train(&mut trainer, corpus.into_iter())
-        .map_err(err)?;
-    tokenizer.add_special_tokens(added).map_err(err)?;
-    Ok(tokenizer)
-}
-
 /// SplitMix64: a tiny, stable generator; the fixture must not change when a random
 /// number crate changes its algorithm.
 struct Rng(u64);
@@ -296,6 +244,8 @@ impl Rng {
 struct Weights {
     rng: Rng,
     tensors: HashMap<String, Tensor>,
+    /// Full-size shapes: tensors are only described here and drawn while writing.
+    streamed: Option<Vec<Spec>>,
 }
 
 impl Weights {
@@ -306,6 +256,16 @@ impl Weights {
         mean: f32,
         std: f32,
     ) -> Result<(), EngineError> {
+        if let Some(specs) = &mut self.streamed {
+            let (name, shape) = (name.to_string(), shape.to_vec());
+            specs.push(Spec {
+                name,
+                shape,
+                mean,
+                std,
+            });
+            return Ok(());
+        }
         let n: usize = shape.iter().product();
         let data: Vec<f32> = (0..n).map(|_| mean + std * self.rng.normal()).collect();
         let t = Tensor::from_vec(data, shape, &Device::Cpu)?;
@@ -355,7 +315,11 @@ pub fn write_fixture_with(
     std::fs::create_dir_all(out).map_err(io(out))?;
 
     let tokenizer = train_tokenizer(arch, s.vocab_target, corpus)?;
-    let vocab = tokenizer.get_vocab_size(true);
+    let full_size = size == Size::Qwen7bShape;
+    let vocab = match full_size {
+        true => QWEN7B_ROWS.max(tokenizer.get_vocab_size(true)),
+        false => tokenizer.get_vocab_size(true),
+    };
     let id = |t: &str| tokenizer.token_to_id(t).expect("special token was added");
     let (_, bos, eos) = specials(arch);
     let eos_ids: Vec<u32> = eos.iter().map(|t| id(t)).collect();
@@ -365,7 +329,10 @@ pub fn write_fixture_with(
         .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
 
     // Both kinds of output head get exercised: Llama and small Qwen2 have their own.
-    let tied = !matches!((arch, size), (Arch::Llama, _) | (Arch::Qwen2, Size::Small));
+    let tied = !matches!(
+        (arch, size),
+        (Arch::Llama, _) | (Arch::Qwen2, Size::Small | Size::Qwen7bShape)
+    );
     let mut w = Weights {
         rng: Rng(match arch {
             Arch::Qwen2 => 1,
@@ -373,6 +340,7 @@ pub fn write_fixture_with(
             Arch::Gemma3 => 3,
         }),
         tensors: HashMap::new(),
+        streamed: full_size.then(Vec::new),
     };
     let (h, d) = (s.hidden, s.head_dim);
     // Gemma stores norm weights as offsets from 1; the others store the scale itself.
@@ -428,7 +396,10 @@ pub fn write_fixture_with(
         w.normal("lm_head.weight", &[vocab, h], 0.0, out_std)?;
     }
     let weights_path = out.join("model.safetensors");
-    candle_core::safetensors::save(&w.tensors, &weights_path)?;
+    match &w.streamed {
+        Some(specs) => write_bf16(specs, w.rng.next(), &weights_path)?,
+        None => candle_core::safetensors::save(&w.tensors, &weights_path)?,
+    }
 
     let bos_id = bos.map(id);
     let config = match arch {
@@ -523,16 +494,7 @@ pub fn write_fixture_with(
         Arch::Llama => known::LLAMA3_1,
         Arch::Gemma3 => known::GEMMA3,
     };
-    let tokenizer_config = json!({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": bos,
-        "eos_token": eos[0],
-        "pad_token": if arch == Arch::Gemma3 { "<pad>" } else { eos[eos.len() - 1] },
-        "add_bos_token": false,
-        "add_eos_token": false,
-        "model_max_length": 131072,
-        "chat_template": template,
-    });
+    let tokenizer_config = tokenizer_config(arch, &tokenizer, template);
     for (name, value) in [
         ("config.json", config),
         ("generation_config.json", generation),

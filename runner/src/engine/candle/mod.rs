@@ -6,6 +6,8 @@ pub mod chat_template;
 mod cpu_attention;
 pub mod device;
 pub mod fixture;
+mod fixture_tokenizer;
+mod fixture_weights;
 pub mod gemma3;
 pub mod kv_cache;
 mod layers;
