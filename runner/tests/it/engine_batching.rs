@@ -16,7 +16,7 @@ fn fixture(arch: Arch, tag: &str) -> PathBuf {
 
 fn engine(dir: &Path, limits: BatchLimits) -> Engine {
     let files = ModelFiles::from_dir(dir).unwrap();
-    Engine::load(&files, candle_core::Device::Cpu, "fixture")
+    Engine::load(&files, crate::test_device(), "fixture")
         .unwrap()
         .with_limits(limits)
 }

@@ -8,6 +8,7 @@ mod engine_chat_template;
 mod engine_fixture;
 mod engine_parity;
 mod engine_reference;
+mod engine_tokenizer;
 mod probe_abstention;
 mod probe_baselines;
 mod probe_cli;
@@ -19,3 +20,15 @@ mod run_creg;
 mod run_probe;
 mod score_fuzz;
 mod score_reports;
+
+/// The device the engine tests run on: the CPU, or CUDA when CREG_TEST_DEVICE=cuda
+/// (scripts/gpu-check sets it), so the same tests check the GPU path.
+pub fn test_device() -> candle_core::Device {
+    match std::env::var("CREG_TEST_DEVICE").as_deref() {
+        Ok("cuda") => {
+            candle_core::Device::new_cuda(0).expect("CREG_TEST_DEVICE=cuda: no CUDA device")
+        }
+        Ok("cpu") | Err(_) => candle_core::Device::Cpu,
+        Ok(other) => panic!("CREG_TEST_DEVICE={other:?}: expected cpu or cuda"),
+    }
+}

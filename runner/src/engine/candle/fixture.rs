@@ -2,30 +2,31 @@
 //! benchmarks run the real loading path without a model hub.
 //!
 //! A fixture is a folder with config.json, generation_config.json, model.safetensors
-//! (f32), tokenizer.json (a byte-level BPE trained here on a built-in corpus) and
-//! tokenizer_config.json carrying the real model family's chat template and special
-//! tokens. The same arguments always give byte-identical files.
+//! (f32), tokenizer.json (the model family's real tokenizer pipeline with a BPE vocabulary
+//! trained here on a built-in corpus, see fixture_tokenizer.rs) and tokenizer_config.json
+//! carrying the real model family's tokenizer class, chat template and special tokens. The same arguments always give byte-identical files.
 
 use super::fixture_config;
+use super::fixture_tokenizer::{tokenizer_config, train_tokenizer};
+use super::fixture_weights::{write_bf16, Spec};
 use super::registry::{GateUpNames, QkvNames};
 use crate::engine::EngineError;
 use candle_core::{Device, Tensor};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::Path;
-use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
-use tokenizers::models::TrainerWrapper;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::{AddedToken, Tokenizer};
 
 pub use super::registry::Arch;
 
 /// `Tiny` keeps tests fast; `Small` is big enough for attention to dominate decode
-/// cost at long prompts, which is what the benchmark measures.
+/// cost at long prompts, which is what the benchmark measures. `Qwen7bShape` has the
+/// layer sizes and vocabulary of Qwen2.5-7B (random bf16 weights, 15 GB) for GPU
+/// throughput checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Size {
     Tiny,
     Small,
+    Qwen7bShape,
 }
 
 impl std::str::FromStr for Size {
@@ -34,7 +35,10 @@ impl std::str::FromStr for Size {
         match s {
             "tiny" => Ok(Size::Tiny),
             "small" => Ok(Size::Small),
-            _ => Err(format!("unknown fixture size {s:?} (tiny, small)")),
+            "qwen7b-shape" => Ok(Size::Qwen7bShape),
+            _ => Err(format!(
+                "unknown fixture size {s:?} (tiny, small, qwen7b-shape)"
+            )),
         }
     }
 }
@@ -73,8 +77,21 @@ fn shape(size: Size) -> Shape {
             vocab_target: 2048,
             window: 512,
         },
+        Size::Qwen7bShape => Shape {
+            hidden: 3584,
+            inner: 18944,
+            layers: 28,
+            heads: 28,
+            kv_heads: 4,
+            head_dim: 128,
+            vocab_target: 8192,
+            window: 4096,
+        },
     }
 }
+
+/// Qwen2.5-7B's embedding rows: more than its tokenizer has, as in the real model.
+const QWEN7B_ROWS: usize = 152_064;
 
 const WORDS: &[&str] = &[
     "the",
@@ -184,32 +201,6 @@ fn corpus() -> Vec<String> {
         .collect()
 }
 
-fn train_tokenizer(
-    arch: Arch,
-    vocab_target: usize,
-    corpus: Vec<String>,
-) -> Result<Tokenizer, EngineError> {
-    let special = arch.row().fixture.specials;
-    let err = |e: tokenizers::Error| EngineError::Tokenizer(e.to_string());
-    let added: Vec<AddedToken> = special.iter().map(|s| AddedToken::from(*s, true)).collect();
-    let trainer = BpeTrainerBuilder::new()
-        .vocab_size(vocab_target)
-        .min_frequency(2)
-        .show_progress(false)
-        .special_tokens(added.clone())
-        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
-        .build();
-    let mut tokenizer = Tokenizer::new(BPE::default());
-    tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
-    tokenizer.with_decoder(Some(ByteLevel::new(false, true, true)));
-    let mut trainer = TrainerWrapper::BpeTrainer(trainer);
-    tokenizer
-        .train(&mut trainer, corpus.into_iter())
-        .map_err(err)?;
-    tokenizer.add_special_tokens(added).map_err(err)?;
-    Ok(tokenizer)
-}
-
 /// SplitMix64: a tiny, stable generator; the fixture must not change when a random
 /// number crate changes its algorithm.
 struct Rng(u64);
@@ -237,6 +228,8 @@ impl Rng {
 struct Weights {
     rng: Rng,
     tensors: HashMap<String, Tensor>,
+    /// Full-size shapes: tensors are only described here and drawn while writing.
+    streamed: Option<Vec<Spec>>,
 }
 
 impl Weights {
@@ -247,6 +240,16 @@ impl Weights {
         mean: f32,
         std: f32,
     ) -> Result<(), EngineError> {
+        if let Some(specs) = &mut self.streamed {
+            let (name, shape) = (name.to_string(), shape.to_vec());
+            specs.push(Spec {
+                name,
+                shape,
+                mean,
+                std,
+            });
+            return Ok(());
+        }
         let n: usize = shape.iter().product();
         let data: Vec<f32> = (0..n).map(|_| mean + std * self.rng.normal()).collect();
         let t = Tensor::from_vec(data, shape, &Device::Cpu)?;
@@ -296,7 +299,11 @@ pub fn write_fixture_with(
     std::fs::create_dir_all(out).map_err(io(out))?;
 
     let tokenizer = train_tokenizer(arch, s.vocab_target, corpus)?;
-    let vocab = tokenizer.get_vocab_size(true);
+    let full_size = size == Size::Qwen7bShape;
+    let vocab = match full_size {
+        true => QWEN7B_ROWS.max(tokenizer.get_vocab_size(true)),
+        false => tokenizer.get_vocab_size(true),
+    };
     let id = |t: &str| tokenizer.token_to_id(t).expect("special token was added");
     let facts = &arch.row().fixture;
     let (bos, eos) = (facts.bos, facts.eos);
@@ -308,11 +315,12 @@ pub fn write_fixture_with(
 
     let tied = facts.tied[match size {
         Size::Tiny => 0,
-        Size::Small => 1,
+        Size::Small | Size::Qwen7bShape => 1,
     }];
     let mut w = Weights {
         rng: Rng(facts.seed),
         tensors: HashMap::new(),
+        streamed: full_size.then(Vec::new),
     };
     let (h, d) = (s.hidden, s.head_dim);
     // Gemma stores norm weights as offsets from 1; the others store the scale itself.
@@ -377,7 +385,10 @@ pub fn write_fixture_with(
         w.normal("lm_head.weight", &[vocab, h], 0.0, out_std)?;
     }
     let weights_path = out.join("model.safetensors");
-    candle_core::safetensors::save(&w.tensors, &weights_path)?;
+    match &w.streamed {
+        Some(specs) => write_bf16(specs, w.rng.next(), &weights_path)?,
+        None => candle_core::safetensors::save(&w.tensors, &weights_path)?,
+    }
 
     let bos_id = bos.map(id);
     let dims = fixture_config::Dims {
@@ -400,17 +411,7 @@ pub fn write_fixture_with(
         "top_p": 0.8,
         "top_k": 20,
     });
-    let template = facts.template;
-    let tokenizer_config = json!({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": bos,
-        "eos_token": eos[0],
-        "pad_token": facts.pad,
-        "add_bos_token": false,
-        "add_eos_token": false,
-        "model_max_length": 131072,
-        "chat_template": template,
-    });
+    let tokenizer_config = tokenizer_config(arch, &tokenizer, facts.template);
     for (name, value) in [
         ("config.json", config),
         ("generation_config.json", generation),

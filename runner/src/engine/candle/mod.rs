@@ -7,6 +7,8 @@ mod cpu;
 pub mod device;
 pub mod fixture;
 mod fixture_config;
+mod fixture_tokenizer;
+mod fixture_weights;
 pub mod gemma3;
 pub mod kv_cache;
 mod layers;

@@ -84,7 +84,8 @@ pub type FixtureConfig = fn(&configs::Dims, &dyn Fn(&str) -> u32) -> serde_json:
 
 /// What the fixture writer needs beyond the tensor names.
 pub struct FixtureFacts {
-    /// Special tokens in the order they get ids (before the learned vocabulary).
+    /// Special tokens in the order they get ids (fixture_tokenizer.rs places them before
+    /// or after the learned vocabulary as the family's real vocabulary does).
     pub specials: &'static [&'static str],
     pub bos: Option<&'static str>,
     /// Tokens that end a turn; the first is the tokenizer's eos_token.
@@ -130,7 +131,22 @@ pub static ARCHITECTURES: [Architecture; 4] = [
         parse: llama::parse_qwen2,
         tensors: SEPARATE,
         fixture: FixtureFacts {
-            specials: &["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+            specials: &[
+                "<|endoftext|>",
+                "<|im_start|>",
+                "<|im_end|>",
+                "<|object_ref_start|>",
+                "<|object_ref_end|>",
+                "<|box_start|>",
+                "<|box_end|>",
+                "<|quad_start|>",
+                "<|quad_end|>",
+                "<|vision_start|>",
+                "<|vision_end|>",
+                "<|vision_pad|>",
+                "<|image_pad|>",
+                "<|video_pad|>",
+            ],
             bos: None,
             eos: &["<|im_end|>", "<|endoftext|>"],
             pad: "<|endoftext|>",
@@ -152,6 +168,10 @@ pub static ARCHITECTURES: [Architecture; 4] = [
             specials: &[
                 "<|begin_of_text|>",
                 "<|end_of_text|>",
+                "<|reserved_special_token_0|>",
+                "<|reserved_special_token_1|>",
+                "<|finetune_right_pad_id|>",
+                "<|reserved_special_token_2|>",
                 "<|start_header_id|>",
                 "<|end_header_id|>",
                 "<|eom_id|>",
@@ -181,6 +201,7 @@ pub static ARCHITECTURES: [Architecture; 4] = [
                 "<eos>",
                 "<bos>",
                 "<unk>",
+                "<mask>",
                 "<start_of_turn>",
                 "<end_of_turn>",
             ],
