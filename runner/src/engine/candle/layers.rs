@@ -3,9 +3,10 @@
 
 use super::cpu_attention;
 use super::kv_cache::StepLayout;
+use super::row_matmul;
 use super::vectorised;
 pub use super::vectorised::GatedAct;
-use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::Linear;
 use rayon::prelude::*;
 
@@ -243,9 +244,7 @@ impl QkvProjection {
     pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (rows, new, _) = x.dims3()?;
         let all = self.heads + 2 * self.kv_heads;
-        let y = self
-            .qkv
-            .forward(x)?
+        let y = row_matmul::linear(&self.qkv, x)?
             .reshape((rows, new, all, self.head_dim))?
             .transpose(1, 2)?;
         let q = y.narrow(1, 0, self.heads)?.contiguous()?;
@@ -276,9 +275,7 @@ impl QkvProjection {
         let (h, kv, d) = (self.heads, self.kv_heads, self.head_dim);
         let half = d / 2;
         // The bias is added in the pass below rather than by a pass of its own.
-        let y = x
-            .reshape((rows * new, x.dim(2)?))?
-            .matmul(&self.qkv.weight().t()?)?;
+        let y = row_matmul::matmul_t(&x.reshape((rows * new, x.dim(2)?))?, self.qkv.weight())?;
         let bias = match self.qkv.bias() {
             Some(b) => b.to_vec1::<f32>()?,
             None => vec![0.0; (h + 2 * kv) * d],
@@ -376,8 +373,8 @@ impl GatedMlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate_up = self.gate_up.forward(x)?;
-        self.down.forward(&gated(&gate_up, self.inner, self.act)?)
+        let gate_up = row_matmul::linear(&self.gate_up, x)?;
+        row_matmul::linear(&self.down, &gated(&gate_up, self.inner, self.act)?)
     }
 }
 
@@ -480,7 +477,9 @@ pub fn last_token(x: &Tensor) -> Result<Tensor> {
 
 /// Logits (rows, vocab) in f32 from the last-token hidden state.
 pub fn logits(head: &Linear, last: &Tensor) -> Result<Tensor> {
-    head.forward(last)?.squeeze(1)?.to_dtype(DType::F32)
+    row_matmul::linear(head, last)?
+        .squeeze(1)?
+        .to_dtype(DType::F32)
 }
 
 #[cfg(test)]
