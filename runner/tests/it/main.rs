@@ -6,6 +6,7 @@ mod creg_suite;
 mod engine_batching;
 mod engine_chat_template;
 mod engine_fixture;
+mod engine_invariance;
 mod engine_parity;
 mod engine_reference;
 mod engine_tokenizer;

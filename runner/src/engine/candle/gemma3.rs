@@ -184,7 +184,7 @@ impl Attention {
         let k = layers::apply_rope(&k, cos, sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
         let y = attention(&q, &k, &v, mask, self.scale)?;
-        self.o.forward(&y)
+        super::row_matmul::linear(&self.o, &y)
     }
 }
 

@@ -5,7 +5,8 @@ use super::cpu;
 pub use super::cpu::GatedAct;
 use super::kv_cache::StepLayout;
 use super::registry::{GateUpNames, QkvNames};
-use candle_core::{DType, Device, Module, Result, Tensor};
+use super::row_matmul;
+use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::Linear;
 
 /// Rotary embedding frequencies; the tables are computed in f32 for the positions of
@@ -254,9 +255,7 @@ impl QkvProjection {
     pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (rows, new, _) = x.dims3()?;
         let all = self.heads + 2 * self.kv_heads;
-        let y = self
-            .qkv
-            .forward(x)?
+        let y = row_matmul::linear(&self.qkv, x)?
             .reshape((rows, new, all, self.head_dim))?
             .transpose(1, 2)?;
         let q = y.narrow(1, 0, self.heads)?.contiguous()?;
@@ -285,9 +284,7 @@ impl QkvProjection {
         }
         let (rows, new, _) = x.dims3()?;
         // The bias is added in the kernel's pass rather than by a pass of its own.
-        let y = x
-            .reshape((rows * new, x.dim(2)?))?
-            .matmul(&self.qkv.weight().t()?)?;
+        let y = row_matmul::matmul_t(&x.reshape((rows * new, x.dim(2)?))?, self.qkv.weight())?;
         let dims = (self.heads, self.kv_heads, self.head_dim);
         cpu::split_rotate(&y, self.qkv.bias(), (rows, new), dims, cos, sin)
     }
@@ -330,8 +327,8 @@ impl GatedMlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate_up = self.gate_up.forward(x)?;
-        self.down.forward(&gated(&gate_up, self.inner, self.act)?)
+        let gate_up = row_matmul::linear(&self.gate_up, x)?;
+        row_matmul::linear(&self.down, &gated(&gate_up, self.inner, self.act)?)
     }
 }
 
@@ -396,7 +393,9 @@ pub fn last_token(x: &Tensor) -> Result<Tensor> {
 
 /// Logits (rows, vocab) in f32 from the last-token hidden state.
 pub fn logits(head: &Linear, last: &Tensor) -> Result<Tensor> {
-    head.forward(last)?.squeeze(1)?.to_dtype(DType::F32)
+    row_matmul::linear(head, last)?
+        .squeeze(1)?
+        .to_dtype(DType::F32)
 }
 
 #[cfg(test)]

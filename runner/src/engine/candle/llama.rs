@@ -171,7 +171,7 @@ impl Attention {
         let (q, k, v) = self.qkv.forward_rotated(x, &step.cos, &step.sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
         let y = attention(&q, &k, &v, &step.mask, 1.0 / (d as f64).sqrt())?;
-        self.o.forward(&y)
+        super::row_matmul::linear(&self.o, &y)
     }
 }
 

@@ -107,6 +107,7 @@ impl Engine {
             model,
             kv_bytes_per_token: kv_elems * dtype.size_in_bytes(),
             simulated_oom_above: None,
+            logit_trace: None,
             tokenizer,
             template,
             eos,

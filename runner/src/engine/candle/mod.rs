@@ -17,6 +17,7 @@ mod load;
 pub mod loader;
 mod nucleus;
 pub mod registry;
+mod row_matmul;
 pub mod sampler;
 mod scheduler;
 pub mod step;
@@ -27,7 +28,7 @@ use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
 pub use device::{default_dtype, select_device, DeviceChoice};
 use kv_cache::KvCache;
-pub use scheduler::BatchLimits;
+pub use scheduler::{BatchLimits, LogitTrace};
 use tokenizers::Tokenizer;
 
 /// A decoder-only model that runs one step over a batch with an external cache.
@@ -46,6 +47,8 @@ pub struct Engine {
     kv_bytes_per_token: usize,
     /// Test hook: fail like a GPU out of memory when a group has more rows than this.
     simulated_oom_above: Option<usize>,
+    /// Test hook: a digest of every row's logits at every step (see [`LogitTrace`]).
+    logit_trace: Option<LogitTrace>,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     eos: Vec<u32>,
@@ -76,6 +79,33 @@ impl Engine {
     pub fn simulate_out_of_memory_above(mut self, rows: usize) -> Self {
         self.simulated_oom_above = Some(rows);
         self
+    }
+
+    /// Test hook: these tokens end a sequence too (an end token made likely gives the
+    /// early stops that tests of batching need).
+    #[doc(hidden)]
+    pub fn declare_eos(mut self, ids: &[u32]) -> Self {
+        self.eos.extend_from_slice(ids);
+        self.eos.sort_unstable();
+        self.eos.dedup();
+        self
+    }
+
+    /// Test hook: records a digest of the bits of every row's logits at every decode
+    /// step, read back with [`Engine::logit_digests`].
+    #[doc(hidden)]
+    pub fn trace_logits(mut self) -> Self {
+        self.logit_trace = Some(LogitTrace::default());
+        self
+    }
+
+    /// Per (request, seed): one digest of the logits bits for each token chosen.
+    #[doc(hidden)]
+    pub fn logit_digests(&self) -> std::collections::HashMap<(String, u64), Vec<u64>> {
+        self.logit_trace
+            .as_ref()
+            .map(LogitTrace::snapshot)
+            .unwrap_or_default()
     }
 
     /// Token ids the tokenizer knows, special tokens included.

@@ -8,7 +8,8 @@ use crate::engine::{
     Backend, EngineError, FinishReason, Request, RequestId, Sample, Sampling, Timings,
 };
 use candle_core::Tensor;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// How much work one forward pass may take on.
@@ -32,6 +33,30 @@ impl Default for BatchLimits {
             prefill_tokens: 4096,
             kv_budget_bytes: usize::MAX,
         }
+    }
+}
+
+/// Digests of logits bits per (request, seed) and step, for batch-invariance tests.
+#[derive(Debug, Default)]
+pub struct LogitTrace(Mutex<HashMap<(String, u64), Vec<u64>>>);
+
+impl LogitTrace {
+    /// Records the logits a row's token number `step` is chosen from; a row decoded again
+    /// (after an out-of-memory retry) overwrites its earlier record.
+    fn record(&self, id: &RequestId, seed: u64, step: usize, logits: &[f32]) {
+        // FNV-1a over the bits: any change of any bit changes the digest.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for x in logits {
+            h = (h ^ u64::from(x.to_bits())).wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let v = map.entry((id.to_string(), seed)).or_default();
+        v.truncate(step);
+        v.push(h);
+    }
+
+    pub(super) fn snapshot(&self) -> HashMap<(String, u64), Vec<u64>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -133,6 +158,12 @@ impl Engine {
                 .iter()
                 .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
                 .collect();
+            if let Some(trace) = &self.logit_trace {
+                let all: Vec<Vec<f32>> = logits.to_vec2()?;
+                for (row, l) in rows.iter().zip(&all) {
+                    trace.record(&row.request.id, row.seed, row.tokens.len(), l);
+                }
+            }
             let next = step::next_tokens(&logits, &draws, &mut stats)?;
             if let Some(t) = step_start.take() {
                 let dt = t.elapsed().as_secs_f64();
