@@ -7,6 +7,7 @@
 pub mod baseline;
 pub mod candle;
 pub mod probe_baseline;
+pub mod served;
 
 use serde::{Deserialize, Serialize};
 
