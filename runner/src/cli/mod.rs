@@ -9,6 +9,7 @@ mod probe;
 mod render;
 mod run;
 mod score;
+mod served;
 mod smoke;
 mod suite;
 

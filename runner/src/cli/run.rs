@@ -80,6 +80,8 @@ pub struct RunArgs {
     /// Print the summary only (no progress bar).
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub served: super::served::ServedArgs,
 }
 
 /// The suite a run or a rescoring works on, with its hash.
@@ -183,6 +185,8 @@ struct Bar {
     started: Instant,
     quiet: bool,
     last_line: Instant,
+    /// A served model's requests in flight and retries.
+    traffic: Option<std::sync::Arc<runner::engine::served::client::Traffic>>,
 }
 
 impl Bar {
@@ -204,18 +208,22 @@ impl Bar {
             started: Instant::now(),
             quiet,
             last_line: Instant::now(),
+            traffic: None,
         }
     }
 
     fn message(&self, r: &Running) -> String {
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
         format!(
-            "{:.0} tok/s | {} {} | contract failures {}",
+            "{:.0} tok/s | {} {} | contract failures {}{}",
             r.generated_tokens as f64 / secs,
             self.headline,
             r.accuracy()
                 .map_or("-".to_string(), |a| format!("{:.1}%", 100.0 * a)),
-            r.contract_failures
+            r.contract_failures,
+            self.traffic
+                .as_deref()
+                .map_or(String::new(), super::served::bar_note)
         )
     }
 
@@ -277,16 +285,23 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     };
     let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let panel = super::engine::panel(args.panel.as_deref())?;
-    let loaded = model::load(
-        &model_name,
-        workload.as_ref(),
-        &ModelOptions {
-            device,
-            max_batch: args.max_batch,
-            panel: &panel,
-        },
-    )
-    .with_context(|| format!("loading {model_name}"))?;
+    let served = super::served::load(&model_name, &args.served, workload.as_ref(), &panel)?;
+    let (loaded, traffic) = match served {
+        Some((loaded, traffic)) => (loaded, Some(traffic)),
+        None => (
+            model::load(
+                &model_name,
+                workload.as_ref(),
+                &ModelOptions {
+                    device,
+                    max_batch: args.max_batch,
+                    panel: &panel,
+                },
+            )
+            .with_context(|| format!("loading {model_name}"))?,
+            None,
+        ),
+    };
     if let Some(w) = &loaded.warning {
         eprintln!("warning: {w}");
     }
@@ -298,6 +313,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let manifest = manifest(workload.as_ref(), &loaded.identity, &loaded.context);
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
+    bar.traffic = traffic.clone();
     if !args.quiet {
         eprintln!(
             "run {}: {} requests, {} samples, {}",
@@ -320,6 +336,9 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         &mut bar,
     );
     bar.bar.finish_and_clear();
+    if let Some(t) = &traffic {
+        super::served::after_run(t);
+    }
     let outcome = outcome?;
     print!("{}", outcome.summary);
     println!(

@@ -67,6 +67,7 @@ pub fn smoke(args: SmokeArgs) -> Result<ExitCode> {
             max_batch: None,
             panel: None,
             quiet: false,
+            served: Default::default(),
         };
         let label = if model == "oracle" {
             model.clone()

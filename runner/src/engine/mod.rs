@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod candle;
+pub mod served;
 
 use serde::{Deserialize, Serialize};
 

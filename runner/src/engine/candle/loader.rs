@@ -29,6 +29,10 @@ pub struct PanelEntry {
     /// Reference renderings of the chat template; `{system}` and `{user}` stand for the
     /// message contents.
     pub chat: GoldenChat,
+    /// An OpenAI-compatible server that serves this model (`runner --model NAME` then
+    /// runs through it, under the repo's name, with this entry's tokenizer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

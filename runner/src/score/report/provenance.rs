@@ -111,6 +111,9 @@ impl Provenance {
                 }
             }
             out.push((format!("run {}", r.label), parts.join("; ")));
+            if let Some(note) = crate::engine::served::identity::report_note(&r.identity) {
+                out.push((format!("run {} server", r.label), note));
+            }
         }
         out
     }
