@@ -120,17 +120,25 @@ pub struct FixtureArgs {
     /// qwen2, llama or gemma3
     #[arg(long)]
     arch: String,
-    /// tiny or small
+    /// tiny, small or qwen7b-shape (Qwen2.5-7B's sizes, random bf16 weights, 15 GB)
     #[arg(long, default_value = "tiny")]
     size: String,
     #[arg(long)]
     out: PathBuf,
+    /// Train the tokenizer on the suite's prompts to this many tokens (as the smoke run
+    /// does), so suite prompts have realistic lengths on the fixture.
+    #[arg(long)]
+    suite_vocab: Option<usize>,
 }
 
 pub fn fixture(args: FixtureArgs) -> Result<ExitCode> {
     let arch: Arch = args.arch.parse().map_err(anyhow::Error::msg)?;
     let size: Size = args.size.parse().map_err(anyhow::Error::msg)?;
-    write_fixture(arch, size, &args.out)?;
+    let corpus = match args.suite_vocab {
+        Some(vocab) => Some((runner::run::creg::tokenizer_corpus()?, vocab)),
+        None => None,
+    };
+    runner::engine::candle::fixture::write_fixture_with(arch, size, &args.out, corpus)?;
     println!("{}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }

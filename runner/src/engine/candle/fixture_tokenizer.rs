@@ -147,7 +147,8 @@ fn pipeline_corpus() -> impl Iterator<Item = String> {
         "caf\u{e9} na\u{ef}ve r\u{e9}sum\u{e9} \u{c5}ngstr\u{f6}m",
         "\u{4fe1}\u{5ff5} \u{6a21}\u{578b} \u{8bc1}\u{636e} \u{6982}\u{7387}",
     ];
-    (0..4).flat_map(|_| LINES.iter().map(|l| l.to_string()))
+    // Often enough that their merges rank among a tiny fixture's few hundred.
+    (0..200).flat_map(|_| LINES.iter().map(|l| l.to_string()))
 }
 
 fn byte_level_split(pattern: &str) -> Result<PreTokenizerWrapper, EngineError> {

@@ -39,7 +39,7 @@ pub(super) fn write_bf16(specs: &[Spec], seed: u64, path: &Path) -> Result<(), E
     }
     let mut text = serde_json::Value::Object(header).to_string();
     // The data must start 8-byte aligned; the format allows trailing spaces.
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(' ');
     }
     let mut out =
