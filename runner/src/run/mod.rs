@@ -28,8 +28,9 @@ pub enum RunError {
     Journal(#[from] JournalError),
     #[error("{0}")]
     Engine(#[from] EngineError),
+    /// A suite's input file did not load; the workload names the file and field.
     #[error(transparent)]
-    ProbeFile(#[from] crate::suite::probe::loader::LoadError),
+    Input(Box<dyn std::error::Error + Send + Sync>),
     #[error("{path}: cannot write reports: {source}")]
     Report {
         path: PathBuf,

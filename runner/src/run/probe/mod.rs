@@ -99,13 +99,13 @@ impl ProbeSet {
 
     /// A user's `probe.json` or `probe_pit.json` (told apart by its ids), read from
     /// `path`, never copied.
-    pub fn from_file(path: &Path) -> Result<ProbeSet, RunError> {
+    pub fn from_file(path: &Path) -> Result<ProbeSet, LoadError> {
         let file = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
             file: file.clone(),
             source,
         })?;
-        Ok(ProbeSet::from_bytes(&bytes, &file, &name_for(path))?)
+        ProbeSet::from_bytes(&bytes, &file, &name_for(path))
     }
 
     pub fn from_bytes(bytes: &[u8], file: &str, name: &str) -> Result<ProbeSet, LoadError> {
@@ -373,7 +373,7 @@ impl ProbeWorkload {
             .and_then(Value::as_bool)
             == Some(true);
         let mut set = match file {
-            Some(p) => ProbeSet::from_file(p)?,
+            Some(p) => ProbeSet::from_file(p).map_err(|e| RunError::Input(Box::new(e)))?,
             None if generated => ProbeSet::generated(),
             None => {
                 return Err(RunError::Setup(format!(

@@ -11,8 +11,11 @@ use super::model::{self, Facts, ModelError};
 use super::record::*;
 use super::spec::NormativeSpec;
 use crate::digest::sha256_hex;
+use parts::*;
 use std::collections::BTreeSet;
 use thiserror::Error;
+
+mod parts;
 
 pub const SUITE_SEED: u64 = 20260725;
 pub const CASES_PER_REGIME: u32 = 50;
@@ -73,76 +76,11 @@ struct Plan {
     confidence_only_state: Option<State>,
 }
 
-const AGENTS: [(AgentKind, &str); 3] = [
-    (AgentKind::Robot, "robot-1"),
-    (AgentKind::IotSensor, "iot-sensor-1"),
-    (AgentKind::EdgeAi, "edge-ai-1"),
-];
-
-fn agent_id(kind: AgentKind) -> AgentId {
-    let (_, id) = AGENTS
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .expect("three kinds");
-    AgentId::new(*id)
-}
-
-fn time(seconds: u32, zulu: bool) -> String {
-    let (m, s) = (seconds / 60, seconds % 60);
-    if zulu {
-        format!("2026-01-01T12:{m:02}:{s:02}Z")
-    } else {
-        format!("2026-01-01T12:{m:02}:{s:02}+00:00")
-    }
-}
-
 pub fn scenario_id(regime: Regime, case: u32) -> ScenarioId {
     ScenarioId(format!(
         "evaluation-v1-{}-{SUITE_SEED}-{case:03}",
         regime.name()
     ))
-}
-
-fn state_of_parity(n: u32) -> State {
-    if n.is_multiple_of(2) {
-        State::Normal
-    } else {
-        State::Anomalous
-    }
-}
-
-fn condition(agent: AgentKind, value: State, confidence: f64, event_s: u32, delay: u32) -> Report {
-    Report {
-        agent,
-        subject: "gauge-1",
-        predicate: ObservationPredicate::Condition,
-        value: value.into(),
-        confidence,
-        event_s,
-        arrival_s: event_s + delay,
-        epoch: 1,
-        supersedes: Vec::new(),
-    }
-}
-
-fn adjacent() -> Vec<Relation> {
-    vec![Relation {
-        source_id: ObjectId::new("gauge-1"),
-        target_id: ObjectId::new("gauge-2"),
-        predicate: RelationPredicate::AdjacentTo,
-        confidence: 0.8,
-        evidence_ids: Vec::new(),
-    }]
-}
-
-fn measures(sensor: &str, gauge: &str) -> Relation {
-    Relation {
-        source_id: ObjectId::new(sensor),
-        target_id: ObjectId::new(gauge),
-        predicate: RelationPredicate::Measures,
-        confidence: 1.0,
-        evidence_ids: Vec::new(),
-    }
 }
 
 use EventType::{
