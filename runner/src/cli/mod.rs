@@ -6,6 +6,7 @@ use std::process::ExitCode;
 mod engine;
 mod journal;
 mod probe;
+mod progress;
 mod render;
 mod run;
 mod score;

@@ -1,23 +1,21 @@
 //! `runner [run]`: a resumable batch job over the suite, streaming into the scorer;
 //! `runner score RUN_DIR...` and `runner merge RUN_DIR...` on finished journals.
 
+use super::progress::Bar;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use runner::engine::candle::DeviceChoice;
 use runner::engine::Sampling;
-use runner::journal::{self, Manifest, Recovered};
+use runner::journal::{self, Manifest};
 use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
 use runner::run::creg::{CregWorkload, SUITE_NAME};
 use runner::run::model::{self, ModelOptions};
 use runner::run::probe::{ProbePlan, ProbeSet, ProbeWorkload};
-use runner::run::{execute, folder, Observer, Running, Workload};
+use runner::run::{execute, folder, Workload};
 use runner::suite::creg::{frozen, load};
 use serde_json::{json, Value};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 /// The protocol's budget of new tokens per sample.
 pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
@@ -176,102 +174,6 @@ fn probe_workload(args: &RunArgs) -> Result<ProbeWorkload> {
         args.max_new_tokens,
         Sampling::PROTOCOL,
     )?)
-}
-
-/// The progress bar: samples, tokens per second, ETA, running scores.
-struct Bar {
-    bar: ProgressBar,
-    headline: String,
-    started: Instant,
-    quiet: bool,
-    last_line: Instant,
-    /// A served model's requests in flight and retries.
-    traffic: Option<std::sync::Arc<runner::engine::served::client::Traffic>>,
-}
-
-impl Bar {
-    fn new(headline: &str, quiet: bool) -> Bar {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} samples, ETA {eta} | {msg}",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
-        );
-        if quiet {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
-        Bar {
-            bar,
-            headline: headline.to_string(),
-            started: Instant::now(),
-            quiet,
-            last_line: Instant::now(),
-            traffic: None,
-        }
-    }
-
-    fn message(&self, r: &Running) -> String {
-        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        format!(
-            "{:.0} tok/s | {} {} | contract failures {}{}",
-            r.generated_tokens as f64 / secs,
-            self.headline,
-            r.accuracy()
-                .map_or("-".to_string(), |a| format!("{:.1}%", 100.0 * a)),
-            r.contract_failures,
-            self.traffic
-                .as_deref()
-                .map_or(String::new(), super::served::bar_note)
-        )
-    }
-
-    fn update(&mut self, r: &Running) {
-        self.bar.set_length(r.total as u64);
-        self.bar.set_position(r.done as u64);
-        self.bar.set_message(self.message(r));
-        // Logs (no terminal) get a plain line every 30 seconds instead of a bar.
-        if !self.quiet
-            && !std::io::stderr().is_terminal()
-            && self.last_line.elapsed() > Duration::from_secs(30)
-        {
-            self.last_line = Instant::now();
-            eprintln!("{}/{} samples | {}", r.done, r.total, self.message(r));
-        }
-    }
-}
-
-impl Observer for Bar {
-    fn resumed(&mut self, r: &Running, recovered: &Recovered) {
-        if !recovered.records.is_empty() {
-            eprintln!(
-                "resuming: {} samples already journaled{}{}",
-                r.done,
-                if recovered.torn_bytes > 0 {
-                    format!(
-                        "; a torn last line ({} bytes) was cut off",
-                        recovered.torn_bytes
-                    )
-                } else {
-                    String::new()
-                },
-                if recovered.duplicates > 0 {
-                    format!("; {} duplicate lines ignored", recovered.duplicates)
-                } else {
-                    String::new()
-                }
-            );
-        }
-        self.bar.reset_elapsed();
-        self.update(r);
-    }
-    fn sample(&mut self, r: &Running) {
-        self.update(r);
-    }
-    fn journaled(&mut self, r: &Running) {
-        self.update(r);
-    }
 }
 
 /// Runs or resumes one run and prints its summary; returns the run folder.
