@@ -108,8 +108,20 @@ pub struct Sample {
     pub prompt_tokens: usize,
     /// Generated token ids, without the end-of-sequence token that stopped decoding.
     pub token_ids: Vec<u32>,
+    /// The number of generated tokens as the backend counted them (a served model's
+    /// `usage.completion_tokens`), where `token_ids` are not the model's own ids: a
+    /// server may return none, and re-encoding the text need not give the same count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_tokens: Option<usize>,
     pub finish_reason: FinishReason,
     pub timings: Timings,
+}
+
+impl Sample {
+    /// Tokens generated: the backend's own count where it gave one, else the ids.
+    pub fn generated_tokens(&self) -> usize {
+        self.reported_tokens.unwrap_or(self.token_ids.len())
+    }
 }
 
 /// A system that answers requests. Samples are handed to `on_sample` as soon as they are

@@ -239,7 +239,7 @@ pub fn execute(
                 Ok(s) => {
                     running.add(&s);
                     running.generated += 1;
-                    running.generated_tokens += sample.token_ids.len();
+                    running.generated_tokens += sample.generated_tokens();
                     record.scores = s.scores;
                     finished.push(record);
                     observer.sample(&running);
@@ -284,7 +284,7 @@ fn record_of(job: &Job, s: &Sample) -> SampleRecord {
         step: job.step,
         prompt_sha256: job.prompt_sha256.clone(),
         text: s.text.clone(),
-        tokens: s.token_ids.len(),
+        tokens: s.generated_tokens(),
         finish_reason: s.finish_reason,
         prefill_ms: s.timings.prefill_s * 1e3,
         decode_ms: s.timings.decode_s * 1e3,

@@ -157,6 +157,15 @@ fn a_creg_run_and_a_probe_run_go_through_a_real_server_end_to_end() {
     );
     assert_eq!(model["server_deterministic"], true);
     assert_eq!(journaled(&run).len(), 15);
+    // The server returns no token ids in chat mode: the counts are its own usage figures.
+    let records = runner::journal::read_records(&run.join("journal.jsonl"), false)
+        .unwrap()
+        .records;
+    assert!(records.iter().all(|r| r.tokens <= 24), "at most the cap");
+    assert!(
+        records.iter().map(|r| r.tokens).sum::<usize>() > 0,
+        "counts recorded"
+    );
     // The Probe report states the server's declared determinism in its provenance.
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(html.contains("was declared batch-invariant"));

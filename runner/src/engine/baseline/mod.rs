@@ -27,6 +27,7 @@ pub(crate) fn answer_each(
                 text: text.clone(),
                 prompt_tokens: 0,
                 token_ids: Vec::new(),
+                reported_tokens: None,
                 finish_reason: FinishReason::Stop,
                 timings: Timings::default(),
             });

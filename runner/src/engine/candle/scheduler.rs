@@ -185,6 +185,7 @@ impl Engine {
                         text: self.decode(&row.tokens)?,
                         prompt_tokens: prompts[fork[i]].len(),
                         token_ids: row.tokens,
+                        reported_tokens: None,
                         finish_reason: reason,
                         timings: Timings {
                             prefill_s,

@@ -179,6 +179,7 @@ impl ServedBackend {
             text: answer.text,
             prompt_tokens: answer.prompt_tokens.or(local).unwrap_or(0),
             token_ids,
+            reported_tokens: answer.completion_tokens,
             finish_reason: answer.finish_reason,
             timings: Timings {
                 prefill_s: 0.0,
