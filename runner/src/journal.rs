@@ -259,11 +259,7 @@ pub struct Journal {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
-    let tmp = path.with_extension("json.tmp");
-    let mut f = File::create(&tmp).map_err(|e| io_error(&tmp, "create", e))?;
-    f.write_all(bytes).map_err(|e| io_error(&tmp, "write", e))?;
-    f.sync_all().map_err(|e| io_error(&tmp, "sync", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_error(path, "rename into place", e))
+    crate::fsutil::write_atomic(path, bytes).map_err(|e| io_error(path, "write", e))
 }
 
 pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>, JournalError> {

@@ -6,6 +6,7 @@
 
 pub mod digest;
 pub mod engine;
+pub mod fsutil;
 pub mod id;
 pub mod journal;
 pub mod plan;

@@ -19,21 +19,18 @@ pub fn panel(path: Option<&Path>) -> Result<Panel> {
     })
 }
 
-/// A panel name or a local folder in the Hugging Face layout.
+/// A panel name or a local folder in the Hugging Face layout, in the library's one
+/// resolution order (`loader::resolve`).
 fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String)> {
-    let dir = Path::new(model);
-    if dir.is_dir() {
-        return Ok((ModelFiles::from_dir(dir)?, model.to_string()));
-    }
     let panel = panel(panel_path)?;
-    let Some(entry) = panel.models.get(model) else {
+    let Some(found) = loader::resolve(model, &panel)? else {
         let names: Vec<&str> = panel.models.keys().map(String::as_str).collect();
         bail!(
-            "{model:?} is neither a folder nor a panel model ({})",
+            "{model:?} is neither a panel model ({}) nor a folder",
             names.join(", ")
         );
     };
-    Ok((loader::resolve_pinned(model, entry)?, model.to_string()))
+    Ok((found.files, found.label))
 }
 
 #[derive(Args, Debug)]

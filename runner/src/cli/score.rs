@@ -4,6 +4,8 @@ use anyhow::Context;
 use clap::Args;
 use runner::engine::baseline::creg::{self as baseline, System};
 use runner::engine::FinishReason;
+use runner::plan::PROTOCOL_SEEDS;
+use runner::render::Condition;
 use runner::run::creg::SUITE_NAME;
 use runner::score::aggregate::{self, Scored};
 use runner::score::report;
@@ -14,12 +16,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const PRINCIPAL: [&str; 4] = [
-    "canonical_json",
-    "structured_list",
-    "graph_without_relations",
-    "full_graph",
-];
+/// The principal conditions' names, from the render stage's table.
+fn principal() -> Vec<String> {
+    Condition::ALL
+        .iter()
+        .filter(|c| c.is_principal())
+        .map(|c| c.name().to_string())
+        .collect()
+}
 
 #[derive(Args, Debug)]
 pub struct BaselineArgs {
@@ -27,9 +31,9 @@ pub struct BaselineArgs {
     #[arg(long)]
     system: System,
     /// Conditions to label the samples with (a baseline reads the scenario, not the prompt).
-    #[arg(long, value_delimiter = ',', default_values_t = PRINCIPAL.map(String::from))]
+    #[arg(long, value_delimiter = ',', default_values_t = principal())]
     condition: Vec<String>,
-    #[arg(long, value_delimiter = ',', default_values_t = [42u64, 43, 44])]
+    #[arg(long, value_delimiter = ',', default_values_t = PROTOCOL_SEEDS)]
     seeds: Vec<u64>,
     /// Report folder (default outputs/<system>/baseline).
     #[arg(long)]
@@ -96,11 +100,12 @@ pub fn bench(degenerate_bytes: &[usize]) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    let conditions = principal();
     let started = Instant::now();
     let mut samples: Vec<Scored> = Vec::with_capacity(texts.len() * 12);
     for (system, s, q, text) in &texts {
-        for condition in PRINCIPAL {
-            for seed in [42u64, 43, 44] {
+        for condition in &conditions {
+            for seed in PROTOCOL_SEEDS {
                 let score =
                     score_text(s, *q, text, FinishReason::Stop).context("every question exists")?;
                 samples.push(Scored {

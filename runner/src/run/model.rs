@@ -4,7 +4,7 @@
 
 use super::{RunError, Workload};
 use crate::digest::sha256_hex;
-use crate::engine::candle::loader::{self, ModelFiles, Panel, PanelEntry};
+use crate::engine::candle::loader::{self, Panel};
 use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
 use crate::engine::Backend;
 use serde_json::{json, Value};
@@ -41,29 +41,19 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
             warning: None,
         });
     }
-    let (files, label, entry): (ModelFiles, String, Option<&PanelEntry>) =
-        if let Some(entry) = opts.panel.models.get(model) {
-            (
-                loader::resolve_pinned(model, entry)?,
-                model.to_string(),
-                Some(entry),
-            )
-        } else if Path::new(model).is_dir() {
-            let dir = Path::new(model);
-            let name = dir
-                .canonicalize()
-                .ok()
-                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .unwrap_or_else(|| model.to_string());
-            (ModelFiles::from_dir(dir)?, name, None)
-        } else {
-            let panel: Vec<&str> = opts.panel.models.keys().map(String::as_str).collect();
-            return Err(RunError::Setup(format!(
-                "--model {model:?} is not a panel model ({}), a baseline ({}) or a model folder",
-                panel.join(", "),
-                workload.baselines().join(", ")
-            )));
-        };
+    let Some(loader::Resolved {
+        files,
+        label,
+        entry,
+    }) = loader::resolve(model, opts.panel)?
+    else {
+        let panel: Vec<&str> = opts.panel.models.keys().map(String::as_str).collect();
+        return Err(RunError::Setup(format!(
+            "--model {model:?} is not a panel model ({}), a baseline ({}) or a model folder",
+            panel.join(", "),
+            workload.baselines().join(", ")
+        )));
+    };
     let (device, warning) = select_device(opts.device)?;
     let device_name = match device.location() {
         candle_core::DeviceLocation::Cpu => "cpu".to_string(),

@@ -344,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn never_panics_on_arbitrary_text() {
+    fn arbitrary_text_gives_an_object_or_a_reason() {
         // A deterministic fuzz over JSON-ish alphabets, including multi-byte characters.
         let alphabet: Vec<char> = "{}[]\",:\\ 0.5-eE+truefalsnl\u{e9}\u{1F600}abc\n"
             .chars()
@@ -363,7 +363,11 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 s.push(alphabet[(x >> 33) as usize % alphabet.len()]);
             }
-            let _ = extract_object(&s);
+            match extract_object(&s) {
+                Ok(found) => assert!(found.value.is_object(), "{s:?} -> {:?}", found.value),
+                Err(NoObject::NoBrace) => assert!(!s.contains('{'), "{s:?}"),
+                Err(NoObject::Unparseable) => assert!(s.contains('{'), "{s:?}"),
+            }
         }
     }
 }

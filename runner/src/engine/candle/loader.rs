@@ -230,6 +230,42 @@ const MODEL_FILES: [&str; 4] = [
     "tokenizer_config.json",
 ];
 
+/// A model named on the command line, resolved to its files.
+pub struct Resolved<'p> {
+    pub files: ModelFiles,
+    /// The panel name, or a folder's own name.
+    pub label: String,
+    pub entry: Option<&'p PanelEntry>,
+}
+
+/// The one resolution order for `--model`: a panel name first (a folder that happens to
+/// share a panel model's name never shadows its pinned revision), then a local folder in
+/// the Hugging Face layout. `None` when it is neither; the caller says what else it
+/// accepts.
+pub fn resolve<'p>(model: &str, panel: &'p Panel) -> Result<Option<Resolved<'p>>, EngineError> {
+    if let Some(entry) = panel.models.get(model) {
+        return Ok(Some(Resolved {
+            files: resolve_pinned(model, entry)?,
+            label: model.to_string(),
+            entry: Some(entry),
+        }));
+    }
+    let dir = Path::new(model);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let label = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| model.to_string());
+    Ok(Some(Resolved {
+        files: ModelFiles::from_dir(dir)?,
+        label,
+        entry: None,
+    }))
+}
+
 /// The files of a pinned entry: from the cache when complete there, otherwise
 /// downloaded (never when offline).
 pub fn resolve_pinned(name: &str, entry: &PanelEntry) -> Result<ModelFiles, EngineError> {
@@ -335,6 +371,28 @@ mod tests {
         );
         assert_eq!(cached_snapshot(&tmp, "org/m", "def456"), None);
         assert_eq!(cached_snapshot(&tmp, "org/other", "abc123"), None);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_folder_resolves_under_its_own_name_and_anything_else_to_none() {
+        let tmp = std::env::temp_dir().join(format!("engine-resolve-{}", std::process::id()));
+        let dir = tmp.join("my-model");
+        crate::engine::candle::fixture::write_fixture(
+            crate::engine::candle::fixture::Arch::Llama,
+            crate::engine::candle::fixture::Size::Tiny,
+            &dir,
+        )
+        .unwrap();
+        let panel = Panel::builtin().unwrap();
+        let found = resolve(&dir.display().to_string(), &panel)
+            .unwrap()
+            .expect("a folder in the HF layout");
+        assert_eq!(found.label, "my-model");
+        assert!(found.entry.is_none() && found.files.revision.is_none());
+        assert!(resolve("no-such-model-or-folder", &panel)
+            .unwrap()
+            .is_none());
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

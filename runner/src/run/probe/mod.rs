@@ -578,9 +578,7 @@ fn write_reports(dir: &Path, report: &RunReport) -> std::io::Result<()> {
         ("summary.md", report.summary()),
         ("scores.csv", report.csv()),
     ] {
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, body)?;
-        std::fs::rename(&tmp, dir.join(name))?;
+        crate::fsutil::write_atomic(&dir.join(name), body.as_bytes())?;
     }
     Ok(())
 }

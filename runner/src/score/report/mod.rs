@@ -146,12 +146,10 @@ pub fn write_reports(
     Ok(written)
 }
 
-/// Writes beside, then renames: a crash never leaves a half-written report.
+/// Writes `dir/name` atomically: a crash never leaves a half-written report.
 pub fn write_atomic(dir: &Path, name: &str, body: &[u8]) -> std::io::Result<PathBuf> {
     let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, body)?;
-    std::fs::rename(&tmp, &path)?;
+    crate::fsutil::write_atomic(&path, body)?;
     Ok(path)
 }
 
