@@ -45,7 +45,7 @@ pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
     let suite = frozen::frozen_suite()?;
     let started = Instant::now();
     let samples =
-        runner::score::baseline::run_suite(args.system, &suite, &args.condition, &args.seeds)?;
+        runner::run::baseline::run_suite(args.system, &suite, &args.condition, &args.seeds)?;
     let agg = aggregate::aggregate(&samples, &suite);
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("outputs")

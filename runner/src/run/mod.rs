@@ -7,6 +7,7 @@
 //! batch at a time, journals each batch (synced) as soon as the backend returns it, and
 //! keeps the running figures the progress bar shows.
 
+pub mod baseline;
 pub mod creg;
 pub mod folder;
 pub mod limits;

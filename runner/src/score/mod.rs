@@ -5,7 +5,6 @@
 //! streaming and aggregation sit around them.
 
 pub mod aggregate;
-pub mod baseline;
 pub mod bootstrap;
 pub mod contract;
 pub mod extract;

@@ -22,7 +22,7 @@ fn suite() -> &'static Vec<Scenario> {
 
 fn run(system: System, suite: &[Scenario], conditions: &[&str]) -> Vec<Scored> {
     let conditions: Vec<String> = conditions.iter().map(|c| c.to_string()).collect();
-    runner::score::baseline::run_suite(system, suite, &conditions, &[42, 43]).unwrap()
+    runner::run::baseline::run_suite(system, suite, &conditions, &[42, 43]).unwrap()
 }
 
 /// Oracle and latest-wins in three conditions over the whole suite.

@@ -15,7 +15,7 @@ fn suite() -> &'static Vec<Scenario> {
 
 fn samples(system: System, conditions: &[&str]) -> Vec<Scored> {
     let conditions: Vec<String> = conditions.iter().map(|c| c.to_string()).collect();
-    runner::score::baseline::run_suite(system, suite(), &conditions, &[42, 43]).unwrap()
+    runner::run::baseline::run_suite(system, suite(), &conditions, &[42, 43]).unwrap()
 }
 
 fn both() -> &'static (Vec<Scored>, Aggregate) {

@@ -2,10 +2,10 @@
 //! answered once and counted under each condition and seed (an answer depends on
 //! neither), for `runner baseline` and the scorer's own tests.
 
-use super::aggregate::Scored;
-use super::sample::{questions, score_text};
 use crate::engine::baseline::creg::{self, System};
 use crate::engine::FinishReason;
+use crate::score::aggregate::Scored;
+use crate::score::sample::{questions, score_text};
 use crate::suite::creg::model::ModelError;
 use crate::suite::creg::record::Scenario;
 
