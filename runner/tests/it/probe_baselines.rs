@@ -3,7 +3,9 @@
 //! and on the published v0 file (the shared reference folder always holds it).
 
 use runner::engine::baseline::probe::System;
-use runner::score::probe::{score_pit, score_probe, score_probe_item, Outcome};
+use runner::score::probe::{
+    score_pit, score_probe, score_probe_item, Outcome, RunReport, SystemReport,
+};
 use runner::suite::probe::generator::{generate_pit, generate_probe};
 use runner::suite::probe::loader::load_probe;
 use runner::suite::probe::records::{Contradicted, PitItem, ProbeItem};
@@ -255,4 +257,47 @@ fn propagation_is_reported_by_hop_and_by_hop_x_contradicted() {
         assert!(e.lo <= e.mean && e.mean <= e.hi);
     }
     assert!(by_hop["1"].mean > by_hop["4"].mean);
+}
+
+// The report files take their answers from the oracle: a test of the score stage that
+// needs an answering system lives here, outside the library's import table.
+#[test]
+fn files_hold_every_breakdown_cell_and_quote_awkward_names() {
+    let items = generate_probe();
+    let responses: Vec<_> = items
+        .iter()
+        .map(|i| System::Oracle.answer_probe(i))
+        .collect();
+    let pairs: Vec<_> = items.iter().zip(&responses).collect();
+    let pit = generate_pit();
+    let pit_responses: Vec<_> = pit.iter().map(|i| System::Oracle.answer_pit(i)).collect();
+    let pit_pairs: Vec<_> = pit.iter().zip(&pit_responses).collect();
+    let report = RunReport::new(
+        "t",
+        vec![SystemReport {
+            system: "a,\"b\"".into(),
+            probe: Some(score_probe("a", &pairs)),
+            pit: Some(score_pit("a", &pit_pairs)),
+            unanswered: 2,
+        }],
+        vec![],
+    );
+    let csv = report.csv();
+    let cells: usize = report.systems[0]
+        .probe
+        .as_ref()
+        .unwrap()
+        .by
+        .values()
+        .map(|t| t.len())
+        .sum();
+    assert!(csv.lines().count() > cells + 3);
+    assert!(csv
+        .lines()
+        .all(|l| l.starts_with("system,") || l.starts_with("\"a,\"\"b\"\"\",")));
+    assert!(csv.contains(",probe,hop_depth,4,48,1,1,1\n"), "{csv}");
+    let summary = report.summary();
+    assert!(summary.starts_with("# t\n"));
+    assert!(summary.contains("2 questions of started items"));
+    assert!(summary.contains("## Probe PIT"));
 }
