@@ -295,11 +295,14 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         }
         rows
     } else {
-        // JSON lines stream as each batch size finishes; the table needs them all.
+        // JSON lines stream as each batch size finishes; the table needs them all, so
+        // until it comes a line on stderr says how far the bench got.
         let json = args.json;
         bench::engine::run(&engine_bench(&args)?, &mut |row| {
             if json {
                 println!("{row}");
+            } else {
+                eprintln!("batch {} measured", row["batch"]);
             }
         })?
     };
