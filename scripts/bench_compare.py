@@ -26,6 +26,7 @@ def engine_round(runner, model, prompts_file, args):
     cmd = [
         runner,
         "bench",
+        "--json",
         "--model",
         model,
         "--batch",

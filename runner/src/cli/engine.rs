@@ -1,11 +1,14 @@
-//! `runner generate`, `runner fixture`, `runner models`: the engine from the command line.
+//! `runner generate`, `runner fixture`, `runner models`, `runner bench`: the engine from
+//! the command line.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use runner::engine::candle::bench::{sampler_bench, BenchTimes};
-use runner::engine::candle::fixture::{write_fixture, Arch, Size};
+use runner::bench::engine::{BenchModel, EngineBench};
+use runner::bench::sampler::SamplerBench;
+use runner::bench::{self, table};
+use runner::engine::candle::fixture::{Arch, Size};
 use runner::engine::candle::loader::{self, ModelFiles, Panel};
-use runner::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use runner::engine::candle::{select_device, DeviceChoice, Engine};
 use runner::engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -252,148 +255,62 @@ pub struct BenchArgs {
     sampler: bool,
     #[arg(long, default_value_t = 152_064)]
     vocab: usize,
+    /// One JSON object per line instead of the Markdown table (for scripts).
+    #[arg(long)]
+    json: bool,
 }
 
-fn bench_sampling(name: &str) -> Result<Sampling> {
-    Ok(match name {
-        "greedy" => Sampling::Greedy,
-        "protocol" => Sampling::PROTOCOL,
-        other => bail!("unknown --sampling {other:?} (greedy, protocol)"),
+/// The bench's workload as the library takes it.
+fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
+    let model = match &args.model {
+        Some(dir) => BenchModel::Folder(dir.clone()),
+        None => BenchModel::Fixture {
+            arch: args.arch.parse().map_err(anyhow::Error::msg)?,
+            size: args.size.parse().map_err(anyhow::Error::msg)?,
+        },
+    };
+    Ok(EngineBench {
+        model,
+        device: args.device.parse().map_err(anyhow::Error::msg)?,
+        batches: args.batch.clone(),
+        prompt_tokens: args.prompt_tokens,
+        new_tokens: args.new_tokens,
+        prefill_tokens: args.prefill_tokens,
+        repeat: args.repeat,
+        sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
+        save_prompts: args.save_prompts.clone(),
     })
 }
 
-/// `runner bench --sampler`: the sampler before and after, side by side.
-fn bench_sampler(args: &BenchArgs) -> Result<ExitCode> {
-    let sampling = bench_sampling(&args.sampling)?;
-    for &rows in &args.batch {
-        let t = sampler_bench(rows, args.vocab, args.repeat.max(1), sampling)?;
-        println!(
-            "{}",
-            json!({
-                "bench": "sampler",
-                "sampling": args.sampling,
-                "rows": rows,
-                "vocab": args.vocab,
-                "rounds": args.repeat.max(1),
-                "threads": rayon::current_num_threads(),
-                "reference_ms_per_step": t.reference_s * 1e3,
-                "candidates_ms_per_step": t.candidates_s * 1e3,
-                "speedup": t.reference_s / t.candidates_s,
-                "decided_by_candidates": t.decided,
-            })
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The median of some timings (the upper one of an even count).
-fn median(xs: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = xs.collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Peak resident memory of this process so far, from the kernel's high-water mark.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
-    if args.sampler {
-        return bench_sampler(&args);
-    }
-    let sampling = bench_sampling(&args.sampling)?;
-    let choice: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
-    let (device, warning) = select_device(choice)?;
-    if let Some(w) = warning {
-        eprintln!("warning: {w}");
-    }
-    let (dir, temporary) = match &args.model {
-        Some(d) => (d.clone(), false),
-        None => {
-            let arch: Arch = args.arch.parse().map_err(anyhow::Error::msg)?;
-            let size: Size = args.size.parse().map_err(anyhow::Error::msg)?;
-            let d = std::env::temp_dir().join(format!(
-                "runner-bench-{}-{}-{}",
-                args.arch,
-                args.size,
-                std::process::id()
-            ));
-            write_fixture(arch, size, &d)?;
-            (d, true)
+    let rows = if args.sampler {
+        let rows = bench::sampler::run(&SamplerBench {
+            rows: args.batch.clone(),
+            vocab: args.vocab,
+            rounds: args.repeat,
+            sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
+        })?;
+        if args.json {
+            print!("{}", table::json_lines(&rows));
         }
+        rows
+    } else {
+        // JSON lines stream as each batch size finishes; the table needs them all, so
+        // until it comes a line on stderr says how far the bench got.
+        let json = args.json;
+        bench::engine::run(&engine_bench(&args)?, &mut |row| {
+            if json {
+                println!("{row}");
+            } else {
+                eprintln!("batch {} measured", row["batch"]);
+            }
+        })?
     };
-    let files = ModelFiles::from_dir(&dir)?;
-    let max_batch = args.batch.iter().copied().max().unwrap_or(1);
-    let engine = Engine::load(&files, device, &dir.display().to_string())?;
-    let limits = BatchLimits {
-        max_rows: max_batch,
-        prefill_tokens: args.prefill_tokens,
-        ..engine.limits()
-    };
-    let engine = engine.with_limits(limits);
-    // Deterministic prompts of exactly the requested length; their content does not
-    // change the work a forward pass does.
-    let vocab = engine.vocab_size() as u64;
-    let mut state = 0x6265_6e63_6820_7031u64;
-    let mut next = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 33) % vocab) as u32
-    };
-    let prompts: Vec<Vec<u32>> = (0..max_batch)
-        .map(|_| (0..args.prompt_tokens).map(|_| next()).collect())
-        .collect();
-    if let Some(p) = &args.save_prompts {
-        std::fs::write(p, serde_json::to_string(&prompts)?)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    // One untimed pass warms allocators and thread pools.
-    engine.bench_run(&prompts[..1], 2, sampling)?;
-    for &b in &args.batch {
-        let runs = (0..args.repeat.max(1))
-            .map(|_| engine.bench_run(&prompts[..b], args.new_tokens, sampling))
-            .collect::<Result<Vec<_>, _>>()?;
-        let prefill_s = median(runs.iter().map(|t| t.prefill_s));
-        let decode_s = median(runs.iter().map(|t| t.decode_s));
-        let decoded = (b * args.new_tokens.saturating_sub(1)) as f64;
-        let steps = args.new_tokens.max(1) as f64;
-        let per_step_ms = |f: &dyn Fn(&BenchTimes) -> f64| median(runs.iter().map(f)) * 1e3 / steps;
-        let choice = runs[0].breakdown.choice;
-        println!(
-            "{}",
-            json!({
-                "engine": engine.describe(),
-                "batch": b,
-                "prompt_tokens": args.prompt_tokens,
-                "new_tokens": args.new_tokens,
-                "runs": runs.len(),
-                "prefill_s": prefill_s,
-                "decode_s": decode_s,
-                "prefill_tok_per_s": (b * args.prompt_tokens) as f64 / prefill_s,
-                "decode_tok_per_s": decoded / decode_s,
-                "kv_cache_mib": runs[0].kv_bytes as f64 / (1024.0 * 1024.0),
-                "peak_rss_mib": peak_rss_mib(),
-                "sampling": args.sampling,
-                "step_ms": {
-                    "forward": per_step_ms(&|t| t.breakdown.forward_s),
-                    "transfer": per_step_ms(&|t| t.breakdown.choice.transfer_s),
-                    "sampler": per_step_ms(&|t| t.breakdown.choice.sampler_s),
-                },
-                "transfers_per_step": choice.transfers as f64 / steps,
-                "transfer_bytes_per_step": choice.transfer_bytes as f64 / steps,
-                "select_half_ms": median(runs.iter().map(|t| t.breakdown.select_s)) * 1e3,
-                "select_half_whole_buffers_ms": median(runs.iter().map(|t| t.breakdown.select_whole_s)) * 1e3,
-                "select_half_copied_mib": runs[0].breakdown.select_bytes as f64 / (1024.0 * 1024.0),
-            })
-        );
-    }
-    if temporary {
-        std::fs::remove_dir_all(&dir).ok();
+    if !args.json {
+        print!("{}", table::markdown(&rows));
+        if let Some(note) = bench::build_note() {
+            println!("\n{note}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

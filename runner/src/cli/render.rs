@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use clap::Args;
+use runner::bench::table;
 use runner::render::manifest::{self, FileEntry};
 use runner::render::{stats, Condition, Renderer, Task};
 use runner::suite::creg::frozen;
@@ -35,6 +36,9 @@ pub struct RenderArgs {
     /// build) instead of writing them.
     #[arg(long)]
     bench: bool,
+    /// With --bench: one JSON object per line instead of the Markdown table.
+    #[arg(long, requires = "bench")]
+    json: bool,
 }
 
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
@@ -48,6 +52,9 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     } else {
         vec![args.task.parse()?]
     };
+    if args.bench {
+        return bench(&conditions, &tasks, args.json);
+    }
     let suite = frozen::frozen_suite().context("the embedded frozen suite")?;
     let renderer = Renderer::frozen()?;
     if args.stats {
@@ -96,9 +103,6 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
         eprintln!("request id {}", p.request_id);
         return Ok(ExitCode::SUCCESS);
     }
-    if args.bench {
-        return bench(&renderer, &suite, &conditions, &tasks);
-    }
     let started = Instant::now();
     let mut entries: Vec<FileEntry> = Vec::new();
     for &task in &tasks {
@@ -129,41 +133,15 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench(
-    renderer: &Renderer,
-    suite: &[runner::suite::creg::record::Scenario],
-    conditions: &[Condition],
-    tasks: &[Task],
-) -> anyhow::Result<ExitCode> {
-    const ROUNDS: usize = 5;
-    let mut best = f64::INFINITY;
-    let (mut prompts, mut chars) = (0usize, 0usize);
-    for _ in 0..ROUNDS {
-        let started = Instant::now();
-        (prompts, chars) = (0, 0);
-        for s in suite {
-            for &c in conditions {
-                for &t in tasks {
-                    renderer.prompts(s, c, t, &mut |p| {
-                        prompts += 1;
-                        chars += p.text.len();
-                    });
-                }
-            }
+fn bench(conditions: &[Condition], tasks: &[Task], json: bool) -> anyhow::Result<ExitCode> {
+    let rows = runner::bench::render::run(conditions, tasks)?;
+    if json {
+        print!("{}", table::json_lines(&rows));
+    } else {
+        print!("{}", table::markdown(&rows));
+        if let Some(note) = runner::bench::build_note() {
+            println!("\n{note}");
         }
-        best = best.min(started.elapsed().as_secs_f64());
     }
-    println!(
-        "rendered {prompts} prompts ({:.1} MB of text; {} conditions x {} tasks) in {:.0} ms (best of {ROUNDS}{})",
-        chars as f64 / 1e6,
-        conditions.len(),
-        tasks.len(),
-        best * 1e3,
-        if cfg!(debug_assertions) {
-            "; debug build, use --release"
-        } else {
-            ""
-        }
-    );
     Ok(ExitCode::SUCCESS)
 }

@@ -2,14 +2,13 @@
 
 use anyhow::Context;
 use clap::Args;
-use runner::engine::baseline::creg::{self as baseline, System};
-use runner::engine::FinishReason;
+use runner::bench::table;
+use runner::engine::baseline::creg::System;
 use runner::plan::PROTOCOL_SEEDS;
 use runner::render::Condition;
 use runner::run::creg::SUITE_NAME;
-use runner::score::aggregate::{self, Scored};
+use runner::score::aggregate;
 use runner::score::report;
-use runner::score::sample::{questions, score_text, Question};
 use runner::suite::creg::frozen;
 use runner::suite::creg::spec::NormativeSpec;
 use std::path::PathBuf;
@@ -78,114 +77,14 @@ pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Times parsing+scoring and aggregation of 55,200 belief samples (4 conditions x
-/// 1,150 prefixes x 3 seeds x 4 systems); use a release build.
+/// `runner score --bench`: the scorer's timings as two tables.
 pub fn bench(degenerate_bytes: &[usize]) -> anyhow::Result<ExitCode> {
-    let suite = frozen::frozen_suite()?;
-    let systems = [
-        System::Oracle,
-        System::ConfidenceOnly,
-        System::LatestWins,
-        System::Uniform,
-    ];
-    // The texts a model would have written, prepared before the clock starts.
-    let mut texts = Vec::new();
-    for system in systems {
-        for s in &suite {
-            for q in questions(s)
-                .into_iter()
-                .filter(|q| matches!(q, Question::Belief { .. }))
-            {
-                texts.push((system, s, q, baseline::answer(system, s, q)?));
-            }
-        }
-    }
-    let conditions = principal();
-    let started = Instant::now();
-    let mut samples: Vec<Scored> = Vec::with_capacity(texts.len() * 12);
-    for (system, s, q, text) in &texts {
-        for condition in &conditions {
-            for seed in PROTOCOL_SEEDS {
-                let score =
-                    score_text(s, *q, text, FinishReason::Stop).context("every question exists")?;
-                samples.push(Scored {
-                    model: system.name().to_string(),
-                    condition: condition.to_string(),
-                    seed,
-                    scenario: s.id.clone(),
-                    regime: s.metadata.trajectory_regime,
-                    pair_id: s.metadata.counterfactual_pair_id.clone(),
-                    question: *q,
-                    score,
-                });
-            }
-        }
-    }
-    let scored = started.elapsed().as_secs_f64();
-    let agg = aggregate::aggregate(&samples, &suite);
-    let total = started.elapsed().as_secs_f64();
-    println!("| phase | seconds | samples/s |\n|---|---:|---:|");
-    println!(
-        "| parse + score {} belief samples | {scored:.3} | {:.0} |",
-        samples.len(),
-        samples.len() as f64 / scored
-    );
-    println!(
-        "| aggregate ({} estimates, {} contrasts, {} resamples each) | {:.3} | |",
-        agg.estimates.len(),
-        agg.contrasts.len(),
-        aggregate::RESAMPLES,
-        total - scored
-    );
-    println!(
-        "| total | {total:.3} | {:.0} |",
-        samples.len() as f64 / total
-    );
+    let results = runner::bench::score::run(degenerate_bytes)?;
+    print!("{}", table::markdown(&results.phases));
     println!();
-    bench_degenerate(degenerate_bytes);
-    if cfg!(debug_assertions) {
-        println!("(DEBUG build: use --release)");
+    print!("{}", table::markdown(&results.degenerate));
+    if let Some(note) = runner::bench::build_note() {
+        println!("\n{note}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Times parsing and scoring of outputs a degenerate model writes: runs of `{`, nested
-/// arrays, an object cut off deep inside nesting. Each must stay linear in its length.
-fn bench_degenerate(sizes: &[usize]) {
-    let suite = match frozen::frozen_suite() {
-        Ok(s) => s,
-        Err(e) => {
-            println!("(no suite: {e})");
-            return;
-        }
-    };
-    let s = &suite[0];
-    let q = Question::Belief { step: 1 };
-    println!("| degenerate output | bytes | seconds (parse + score) |\n|---|---:|---:|");
-    for &n in sizes {
-        let half = n / 2;
-        let cases = [
-            ("`{` repeated", "{".repeat(n)),
-            (
-                "nested arrays in an object",
-                format!("{{\"a\": {}{}}}", "[".repeat(half), "]".repeat(half)),
-            ),
-            (
-                "unclosed nested arrays",
-                format!("{{\"a\": {}", "[".repeat(n)),
-            ),
-            ("`{\"a\":` repeated", "{\"a\":".repeat(n / 5)),
-        ];
-        for (name, text) in cases {
-            let started = Instant::now();
-            for finish in [FinishReason::Stop, FinishReason::Length] {
-                let _ = score_text(s, q, &text, finish);
-            }
-            println!(
-                "| {name} | {} | {:.4} |",
-                text.len(),
-                started.elapsed().as_secs_f64() / 2.0
-            );
-        }
-    }
 }

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::Subcommand;
+use runner::bench::table;
 use runner::suite::creg::record::Scenario;
 use runner::suite::creg::spec::NormativeSpec;
 use runner::suite::creg::{checker, frozen, generator, load, stats};
@@ -35,6 +36,9 @@ pub enum SuiteCommand {
     Bench {
         #[arg(long, default_value_t = 30)]
         iters: usize,
+        /// One JSON object per line instead of the Markdown table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -42,7 +46,7 @@ pub fn run(cmd: SuiteCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         SuiteCommand::Generate { out } => generate(out),
         SuiteCommand::Check { file, show } => check(file, show),
-        SuiteCommand::Bench { iters } => bench(iters.max(1)),
+        SuiteCommand::Bench { iters, json } => bench(iters, json),
         SuiteCommand::Stats { file } => {
             let suite = load_or_frozen(file.as_ref())?;
             let report = checker::check(
@@ -149,58 +153,15 @@ fn check(file: Option<PathBuf>, show: usize) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Median and minimum of `iters` timed runs of `f`, in milliseconds.
-fn time_ms<T>(iters: usize, mut f: impl FnMut() -> T) -> (f64, f64) {
-    let mut ms: Vec<f64> = (0..iters)
-        .map(|_| {
-            let t = Instant::now();
-            std::hint::black_box(f());
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    (ms[ms.len() / 2], ms[0])
-}
-
-fn bench(iters: usize) -> anyhow::Result<ExitCode> {
-    let spec = NormativeSpec::frozen();
-    let sha = NormativeSpec::frozen_sha256();
-    let suite = frozen::frozen_suite()?;
-    let rows = [
-        (
-            "generate (350 scenarios, all labels)",
-            time_ms(iters, || frozen::regenerate().map(|s| s.len())),
-        ),
-        (
-            "serialize to JSONL",
-            time_ms(iters, || generator::to_jsonl(&suite).len()),
-        ),
-        (
-            "parse + validate the frozen JSONL",
-            time_ms(iters, || frozen::frozen_suite().map(|s| s.len())),
-        ),
-        (
-            "check (1,500 steps, constraints, twins, table)",
-            time_ms(iters, || checker::check(spec, sha, &suite).passed()),
-        ),
-        (
-            "generate + check",
-            time_ms(iters, || {
-                frozen::regenerate().map(|s| checker::check(spec, sha, &s).passed())
-            }),
-        ),
-    ];
-    println!("| phase | median ms | min ms |\n|---|---:|---:|");
-    for (name, (median, min)) in rows {
-        println!("| {name} | {median:.1} | {min:.1} |");
-    }
-    println!(
-        "({iters} iterations each{})",
-        if cfg!(debug_assertions) {
-            "; DEBUG build, use --release"
-        } else {
-            ""
+fn bench(iters: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let rows = runner::bench::suite::run(iters)?;
+    if json {
+        print!("{}", table::json_lines(&rows));
+    } else {
+        print!("{}", table::markdown(&rows));
+        if let Some(note) = runner::bench::build_note() {
+            println!("\n{note}");
         }
-    );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -20,6 +20,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("engine/baseline", &["engine", "suite", "render"]),
     ("journal", &["engine", "plan"]),
     ("score", &["suite", "render", "plan", "engine", "journal"]),
+    // The benchmarks drive the engine, the suite, the renderer and the scorer together
+    // (`runner bench`, `score --bench`, ...), so like `run` they sit at the end of the flow.
     (
         "bench",
         &[

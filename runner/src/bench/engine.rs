@@ -1,0 +1,245 @@
+//! `runner bench`: prefill and decode throughput of the engine at several batch sizes,
+//! with the host-side parts of a decode step, on fixed synthetic prompts.
+
+use super::{median, row, BenchError, BenchSampling};
+use crate::engine::candle::bench::BenchTimes;
+use crate::engine::candle::fixture::{write_fixture, Arch, Size};
+use crate::engine::candle::loader::ModelFiles;
+use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use crate::engine::Backend;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The model a bench loads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BenchModel {
+    /// A folder in the Hugging Face layout.
+    Folder(PathBuf),
+    /// A random-weight fixture, written to a temporary folder and removed afterwards.
+    Fixture { arch: Arch, size: Size },
+}
+
+/// What `runner bench` measures: the workload, the device and how often.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineBench {
+    pub model: BenchModel,
+    pub device: DeviceChoice,
+    /// Batch sizes, each measured in turn.
+    pub batches: Vec<usize>,
+    pub prompt_tokens: usize,
+    pub new_tokens: usize,
+    /// Prompt tokens (rows x longest prompt) per prefill pass.
+    pub prefill_tokens: usize,
+    /// Runs per batch size; the medians are reported.
+    pub repeat: usize,
+    pub sampling: BenchSampling,
+    /// Where to write the prompts' token ids as JSON, for a side-by-side run elsewhere.
+    pub save_prompts: Option<PathBuf>,
+}
+
+/// Per-step time of each part of a decode step, in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepMs {
+    pub forward: f64,
+    pub transfer: f64,
+    pub sampler: f64,
+}
+
+/// One batch size's figures (medians over the runs). The field order is the table's
+/// column order; a field added here is a new column and a new JSON key.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineResult {
+    pub engine: String,
+    pub sampling: &'static str,
+    pub batch: usize,
+    pub prompt_tokens: usize,
+    pub new_tokens: usize,
+    pub runs: usize,
+    pub prefill_tok_per_s: f64,
+    pub decode_tok_per_s: f64,
+    pub prefill_s: f64,
+    pub decode_s: f64,
+    pub kv_cache_mib: f64,
+    pub peak_rss_mib: Option<f64>,
+    pub step_ms: StepMs,
+    pub transfers_per_step: f64,
+    pub transfer_bytes_per_step: f64,
+    pub select_half_ms: f64,
+    pub select_half_whole_buffers_ms: f64,
+    pub select_half_copied_mib: f64,
+}
+
+/// Removes a temporary fixture folder however the bench ends.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+/// Runs the bench; `each` sees every result as soon as it is measured (a batch size can
+/// take minutes), and all of them come back at the end.
+pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Value>, BenchError> {
+    if bench.batches.is_empty() || bench.batches.contains(&0) {
+        return Err(BenchError::Workload(format!(
+            "batch sizes must be 1 or more, got {:?}",
+            bench.batches
+        )));
+    }
+    if bench.prompt_tokens == 0 || bench.new_tokens == 0 {
+        return Err(BenchError::Workload(
+            "--prompt-tokens and --new-tokens must be 1 or more".to_string(),
+        ));
+    }
+    let (device, warning) = select_device(bench.device)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let (dir, label, _temporary) = match &bench.model {
+        BenchModel::Folder(d) => (d.clone(), d.display().to_string(), None),
+        BenchModel::Fixture { arch, size } => {
+            let d = std::env::temp_dir().join(format!(
+                "runner-bench-{arch:?}-{size:?}-{}",
+                std::process::id()
+            ));
+            let guard = TempDir(d.clone());
+            write_fixture(*arch, *size, &d)?;
+            // The temporary folder's name says nothing; what was written does.
+            let label = format!("{arch:?} {size:?} fixture").to_lowercase();
+            (d, label, Some(guard))
+        }
+    };
+    let files = ModelFiles::from_dir(&dir)?;
+    let max_batch = bench.batches.iter().copied().max().unwrap_or(1);
+    let engine = Engine::load(&files, device, &label)?;
+    let limits = BatchLimits {
+        max_rows: max_batch,
+        prefill_tokens: bench.prefill_tokens,
+        ..engine.limits()
+    };
+    let engine = engine.with_limits(limits);
+    let prompts = prompts(engine.vocab_size() as u64, max_batch, bench.prompt_tokens);
+    if let Some(p) = &bench.save_prompts {
+        save(p, &prompts)?;
+    }
+    let sampling = bench.sampling.sampling();
+    // One untimed pass warms allocators and thread pools.
+    engine.bench_run(&prompts[..1], 2, sampling)?;
+    let mut results = Vec::new();
+    for &b in &bench.batches {
+        let runs = (0..bench.repeat.max(1))
+            .map(|_| engine.bench_run(&prompts[..b], bench.new_tokens, sampling))
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = row(&summarize(&engine.describe(), bench, b, &runs));
+        each(&result);
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// Deterministic prompts of exactly the requested length; their content does not change
+/// the work a forward pass does.
+fn prompts(vocab: u64, rows: usize, tokens: usize) -> Vec<Vec<u32>> {
+    let mut state = 0x6265_6e63_6820_7031u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % vocab.max(1)) as u32
+    };
+    (0..rows)
+        .map(|_| (0..tokens).map(|_| next()).collect())
+        .collect()
+}
+
+fn save(path: &Path, prompts: &[Vec<u32>]) -> Result<(), BenchError> {
+    let text = serde_json::to_string(prompts).unwrap_or_default();
+    std::fs::write(path, text).map_err(|source| BenchError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The medians of one batch size's runs (`runs` is never empty).
+fn summarize(engine: &str, bench: &EngineBench, b: usize, runs: &[BenchTimes]) -> EngineResult {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let prefill_s = median(runs.iter().map(|t| t.prefill_s));
+    let decode_s = median(runs.iter().map(|t| t.decode_s));
+    // The first token comes from the prefill's logits: decode makes the others.
+    let decoded = (b * bench.new_tokens.saturating_sub(1)) as f64;
+    let steps = bench.new_tokens.max(1) as f64;
+    let per_step_ms = |f: &dyn Fn(&BenchTimes) -> f64| median(runs.iter().map(f)) * 1e3 / steps;
+    let first = &runs[0];
+    let choice = first.breakdown.choice;
+    EngineResult {
+        engine: engine.to_string(),
+        sampling: bench.sampling.name(),
+        batch: b,
+        prompt_tokens: bench.prompt_tokens,
+        new_tokens: bench.new_tokens,
+        runs: runs.len(),
+        prefill_tok_per_s: (b * bench.prompt_tokens) as f64 / prefill_s,
+        decode_tok_per_s: decoded / decode_s,
+        prefill_s,
+        decode_s,
+        kv_cache_mib: first.kv_bytes as f64 / MIB,
+        peak_rss_mib: peak_rss_mib(),
+        step_ms: StepMs {
+            forward: per_step_ms(&|t| t.breakdown.forward_s),
+            transfer: per_step_ms(&|t| t.breakdown.choice.transfer_s),
+            sampler: per_step_ms(&|t| t.breakdown.choice.sampler_s),
+        },
+        transfers_per_step: choice.transfers as f64 / steps,
+        transfer_bytes_per_step: choice.transfer_bytes as f64 / steps,
+        select_half_ms: median(runs.iter().map(|t| t.breakdown.select_s)) * 1e3,
+        select_half_whole_buffers_ms: median(runs.iter().map(|t| t.breakdown.select_whole_s)) * 1e3,
+        select_half_copied_mib: first.breakdown.select_bytes as f64 / MIB,
+    }
+}
+
+/// Peak resident memory of this process so far, from the kernel's high-water mark.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_have_the_asked_shape_and_stay_in_the_vocabulary() {
+        let p = prompts(100, 3, 50);
+        assert_eq!(p.len(), 3);
+        assert!(p
+            .iter()
+            .all(|r| r.len() == 50 && r.iter().all(|&t| t < 100)));
+        assert_ne!(p[0], p[1], "rows differ");
+        assert_eq!(p, prompts(100, 3, 50), "deterministic");
+    }
+
+    #[test]
+    fn an_empty_workload_is_refused_before_loading_anything() {
+        let mut bench = EngineBench {
+            model: BenchModel::Folder(PathBuf::from("/nonexistent")),
+            device: DeviceChoice::Cpu,
+            batches: vec![1, 0],
+            prompt_tokens: 10,
+            new_tokens: 4,
+            prefill_tokens: 4096,
+            repeat: 1,
+            sampling: BenchSampling::Greedy,
+            save_prompts: None,
+        };
+        let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("batch sizes must be 1 or more"), "{err}");
+        bench.batches = vec![1];
+        bench.new_tokens = 0;
+        let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("--new-tokens"), "{err}");
+    }
+}

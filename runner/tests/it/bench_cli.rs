@@ -1,0 +1,162 @@
+//! `runner bench` from the command line on a tiny fixture: the Markdown table a person
+//! reads and the JSON lines scripts read. A tiny workload (a few seconds in a debug
+//! build): the figures' size says nothing, their presence and sign do.
+
+use std::process::Command;
+
+fn runner(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(args)
+        .output()
+        .expect("the runner binary runs");
+    assert!(
+        out.status.success(),
+        "runner {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+const TINY: [&str; 14] = [
+    "bench",
+    "--arch",
+    "qwen2",
+    "--size",
+    "tiny",
+    "--device",
+    "cpu",
+    "--batch",
+    "1,3",
+    "--prompt-tokens",
+    "24",
+    "--new-tokens",
+    "6",
+    "--repeat=1",
+];
+
+fn cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn runner_bench_prints_a_table_of_positive_figures_with_units() {
+    let out = runner(&TINY);
+    let caption = out.lines().next().unwrap_or_default();
+    assert!(
+        caption.starts_with("engine: ") && caption.contains("sampling: greedy"),
+        "{out}"
+    );
+    let table: Vec<&str> = out.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(
+        table.len(),
+        4,
+        "header, rule and one row per batch size:\n{out}"
+    );
+    let header = cells(table[0]);
+    for want in [
+        "batch",
+        "prompt tokens",
+        "prefill (tok/s)",
+        "decode (tok/s)",
+        "prefill (s)",
+        "kv cache (MiB)",
+        "step forward (ms)",
+    ] {
+        assert!(
+            header.iter().any(|h| h == want),
+            "no {want:?} in {header:?}"
+        );
+    }
+    assert!(
+        cells(table[1]).iter().all(|r| r.ends_with(':')),
+        "every column is numeric, so right-aligned: {}",
+        table[1]
+    );
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for (line, batch) in table[2..].iter().zip([1.0, 3.0]) {
+        let row = cells(line);
+        assert_eq!(row.len(), header.len(), "{line}");
+        let number = |name: &str| -> f64 {
+            let cell = &row[col(name)];
+            cell.parse()
+                .unwrap_or_else(|_| panic!("{name}: {cell:?} is not a number"))
+        };
+        // Every filled cell is a number; none is negative.
+        for (h, cell) in header.iter().zip(&row) {
+            if !cell.is_empty() {
+                let x: f64 = cell
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{h}: {cell:?} is not a number"));
+                assert!(x >= 0.0, "{h}: {x}");
+            }
+        }
+        assert_eq!(number("batch"), batch);
+        assert_eq!(number("prompt tokens"), 24.0);
+        for name in [
+            "prefill (tok/s)",
+            "decode (tok/s)",
+            "prefill (s)",
+            "decode (s)",
+        ] {
+            assert!(number(name) > 0.0, "{name} in {line}");
+        }
+    }
+}
+
+#[test]
+fn runner_bench_json_prints_one_parsable_object_per_batch_size() {
+    let mut args = TINY.to_vec();
+    args.push("--json");
+    let out = runner(&args);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for (r, batch) in rows.iter().zip([1, 3]) {
+        assert_eq!(r["batch"], batch);
+        assert_eq!(r["prompt_tokens"], 24);
+        assert_eq!(r["sampling"], "greedy");
+        for key in ["prefill_tok_per_s", "decode_tok_per_s", "kv_cache_mib"] {
+            assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {r}");
+        }
+        assert!(r["step_ms"]["forward"].as_f64().is_some(), "{r}");
+    }
+}
+
+#[test]
+fn runner_bench_sampler_prints_its_table() {
+    let out = runner(&[
+        "bench",
+        "--sampler",
+        "--batch",
+        "2",
+        "--vocab",
+        "2000",
+        "--repeat",
+        "2",
+        "--sampling",
+        "protocol",
+    ]);
+    assert!(
+        out.starts_with("bench: sampler; sampling: protocol\n"),
+        "{out}"
+    );
+    let table: Vec<&str> = out.lines().filter(|l| l.starts_with('|')).collect();
+    let header = cells(table[0]);
+    assert_eq!(
+        header[..3],
+        ["rows".to_string(), "vocab".into(), "rounds".into()]
+    );
+    assert!(
+        header.contains(&"reference (ms/step)".to_string()),
+        "{header:?}"
+    );
+    let row = cells(table[2]);
+    assert_eq!(row[..3], ["2".to_string(), "2000".into(), "2".into()]);
+}
