@@ -5,7 +5,8 @@ use clap::Args;
 use runner::engine::candle::bench::{sampler_bench, BenchTimes};
 use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::engine::candle::loader::{self, ModelFiles, Panel};
-use runner::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use runner::engine::candle::workload::mixed_workload;
+use runner::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine, Scheduler};
 use runner::engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -252,6 +253,16 @@ pub struct BenchArgs {
     sampler: bool,
     #[arg(long, default_value_t = 152_064)]
     vocab: usize,
+    /// `mixed`: a serving workload of --requests prompts with length caps of 16 to 256
+    /// new tokens, decoded at a row limit of the largest --batch by each --scheduler in
+    /// alternating rounds (--repeat of them).
+    #[arg(long)]
+    workload: Option<String>,
+    #[arg(long, default_value_t = 96)]
+    requests: usize,
+    /// Schedulers to compare, comma-separated: continuous, static.
+    #[arg(long, default_value = "continuous,static", value_delimiter = ',')]
+    scheduler: Vec<String>,
 }
 
 fn bench_sampling(name: &str) -> Result<Sampling> {
@@ -334,7 +345,34 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         prefill_tokens: args.prefill_tokens,
         ..engine.limits()
     };
-    let engine = engine.with_limits(limits);
+    let mut engine = engine.with_limits(limits);
+    if let Some(w) = &args.workload {
+        if w != "mixed" {
+            bail!("unknown --workload {w:?} (mixed)");
+        }
+        let schedulers = args
+            .scheduler
+            .iter()
+            .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
+            .collect::<Result<Vec<_>>>()?;
+        let requests = mixed_workload(args.requests, 7);
+        // One untimed pass warms allocators and thread pools.
+        engine.bench_workload(&requests[..requests.len().min(4)], Scheduler::Continuous)?;
+        for round in 0..args.repeat.max(1) {
+            for &s in &schedulers {
+                let run = engine.bench_workload(&requests, s)?;
+                let mut line = serde_json::to_value(&run)?;
+                line["engine"] = json!(engine.describe());
+                line["workload"] = json!("mixed");
+                line["round"] = json!(round);
+                println!("{line}");
+            }
+        }
+        if temporary {
+            std::fs::remove_dir_all(&dir).ok();
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     // Deterministic prompts of exactly the requested length; their content does not
     // change the work a forward pass does.
     let vocab = engine.vocab_size() as u64;

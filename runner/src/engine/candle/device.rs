@@ -107,3 +107,10 @@ fn gpu_free_bytes() -> Option<usize> {
 fn gpu_free_bytes() -> Option<usize> {
     None
 }
+
+/// Rows whose KV cache of `tokens_per_row` tokens each fits `budget` bytes; at least one
+/// (a single row that does not fit fails as out of memory, not as an empty batch).
+pub fn row_limit(budget: usize, kv_bytes_per_token: usize, tokens_per_row: usize) -> usize {
+    let per_row = kv_bytes_per_token.saturating_mul(tokens_per_row).max(1);
+    (budget / per_row).max(1)
+}

@@ -118,6 +118,8 @@ impl Engine {
             device,
             dtype,
             limits,
+            scheduler: super::Scheduler::default(),
+            batch_stats: Default::default(),
         })
     }
 }

@@ -25,9 +25,13 @@ use std::cell::RefCell;
 /// the value product read them back.
 const STACKED_ROWS: usize = 128;
 
-/// Queries per prefill block for a model whose key heads serve `group` query heads.
+/// Queries per prefill block for a model whose key heads serve `group` query heads: a
+/// power of two no larger than 128, so that prefill chunks of whole multiples of 128
+/// tokens (continuous batching) end on block boundaries and run exactly the blocks of
+/// an unchunked prefill.
 fn block_len(group: usize) -> usize {
-    (STACKED_ROWS / group).max(8)
+    let len = (STACKED_ROWS / group).max(8);
+    1 << (usize::BITS - 1 - len.leading_zeros())
 }
 
 /// A tensor's f32 data on the CPU with its element offset and strides.
