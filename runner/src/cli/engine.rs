@@ -225,7 +225,8 @@ pub struct BenchArgs {
     arch: String,
     #[arg(long, default_value = "small")]
     size: String,
-    /// Batch sizes, comma-separated.
+    /// Batch sizes, comma-separated; 0 stands for the row limit, the rows whose KV
+    /// cache of prompt and new tokens fits the device's KV budget.
     #[arg(long, default_value = "1,8,32", value_delimiter = ',')]
     batch: Vec<usize>,
     #[arg(long, default_value_t = 1500)]
@@ -338,8 +339,14 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         }
     };
     let files = ModelFiles::from_dir(&dir)?;
-    let max_batch = args.batch.iter().copied().max().unwrap_or(1);
     let engine = Engine::load(&files, device, &dir.display().to_string())?;
+    let row_limit = engine.row_limit(args.prompt_tokens + args.new_tokens);
+    let batches: Vec<usize> = args
+        .batch
+        .iter()
+        .map(|&b| if b == 0 { row_limit } else { b })
+        .collect();
+    let max_batch = batches.iter().copied().max().unwrap_or(1);
     let limits = BatchLimits {
         max_rows: max_batch,
         prefill_tokens: args.prefill_tokens,
@@ -392,7 +399,7 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     }
     // One untimed pass warms allocators and thread pools.
     engine.bench_run(&prompts[..1], 2, sampling)?;
-    for &b in &args.batch {
+    for &b in &batches {
         let runs = (0..args.repeat.max(1))
             .map(|_| engine.bench_run(&prompts[..b], args.new_tokens, sampling))
             .collect::<Result<Vec<_>, _>>()?;
@@ -407,6 +414,7 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
             json!({
                 "engine": engine.describe(),
                 "batch": b,
+                "row_limit": row_limit,
                 "prompt_tokens": args.prompt_tokens,
                 "new_tokens": args.new_tokens,
                 "runs": runs.len(),

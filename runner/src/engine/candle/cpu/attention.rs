@@ -423,6 +423,25 @@ mod tests {
     use super::*;
     use candle_core::{DType, Device};
 
+    #[test]
+    fn query_blocks_divide_the_prefill_chunk_alignment() {
+        // Chunked prefill is bit-identical to whole prefill only if every chunk ends on
+        // a block boundary.
+        let align = crate::engine::candle::continuous::PREFILL_ALIGN;
+        for group in 1..=64 {
+            let b = block_len(group);
+            assert!(
+                b >= 1 && align.is_multiple_of(b),
+                "group {group}: block {b}"
+            );
+        }
+        assert_eq!(
+            block_len(7),
+            16,
+            "Qwen2.5-7B: 28 query heads on 4 key heads"
+        );
+    }
+
     /// Reference: dense scores, the layout's additive mask, softmax, all with candle.
     fn reference(
         q: &Tensor,
