@@ -127,6 +127,9 @@ impl Engine {
                 });
             }
 
+            // Rows on the device, for the retry after an out-of-memory error.
+            *peak = (*peak).max(rows.len() + incoming.iter().map(Incoming::rows).sum::<usize>());
+
             // One step's prefill budget, spent on the newcomers in order.
             let mut budget = self.limits.prefill_tokens.max(chunk);
             for inc in incoming.iter_mut().filter(|i| i.logits.is_none()) {
@@ -167,7 +170,6 @@ impl Engine {
                     }
                 }
                 stats.joins += 1;
-                *peak = (*peak).max(rows.len());
                 (cache, logits) = (Some(c), Some(l));
             }
             let Some(step_logits) = logits.take() else {
