@@ -5,7 +5,8 @@ use super::{median, row, BenchError, BenchSampling};
 use crate::engine::candle::bench::BenchTimes;
 use crate::engine::candle::fixture::{write_fixture, Arch, Size};
 use crate::engine::candle::loader::ModelFiles;
-use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use crate::engine::candle::workload::mixed_workload;
+use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine, Scheduler};
 use crate::engine::Backend;
 use serde::Serialize;
 use serde_json::Value;
@@ -25,7 +26,8 @@ pub enum BenchModel {
 pub struct EngineBench {
     pub model: BenchModel,
     pub device: DeviceChoice,
-    /// Batch sizes, each measured in turn.
+    /// Batch sizes, each measured in turn; 0 stands for the row limit (the rows whose KV
+    /// cache of prompt and new tokens fits the device's budget).
     pub batches: Vec<usize>,
     pub prompt_tokens: usize,
     pub new_tokens: usize,
@@ -36,6 +38,17 @@ pub struct EngineBench {
     pub sampling: BenchSampling,
     /// Where to write the prompts' token ids as JSON, for a side-by-side run elsewhere.
     pub save_prompts: Option<PathBuf>,
+    /// Instead of fixed batches: a serving workload decoded by each scheduler in turn.
+    pub mixed: Option<MixedWorkload>,
+}
+
+/// A serving workload of `requests` prompts with length caps of 16 to 256 new tokens,
+/// decoded at a row limit of the largest batch size by each scheduler in alternating
+/// rounds (`repeat` of them), so that the schedulers are compared side by side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixedWorkload {
+    pub requests: usize,
+    pub schedulers: Vec<Scheduler>,
 }
 
 /// Per-step time of each part of a decode step, in milliseconds.
@@ -53,6 +66,8 @@ pub struct EngineResult {
     pub engine: String,
     pub sampling: &'static str,
     pub batch: usize,
+    /// Rows the device's KV budget holds at this prompt and new-token length.
+    pub row_limit: usize,
     pub prompt_tokens: usize,
     pub new_tokens: usize,
     pub runs: usize,
@@ -82,11 +97,10 @@ impl Drop for TempDir {
 /// Runs the bench; `each` sees every result as soon as it is measured (a batch size can
 /// take minutes), and all of them come back at the end.
 pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Value>, BenchError> {
-    if bench.batches.is_empty() || bench.batches.contains(&0) {
-        return Err(BenchError::Workload(format!(
-            "batch sizes must be 1 or more, got {:?}",
-            bench.batches
-        )));
+    if bench.batches.is_empty() {
+        return Err(BenchError::Workload(
+            "no batch size given (0 stands for the row limit)".to_string(),
+        ));
     }
     if bench.prompt_tokens == 0 || bench.new_tokens == 0 {
         return Err(BenchError::Workload(
@@ -112,14 +126,23 @@ pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Valu
         }
     };
     let files = ModelFiles::from_dir(&dir)?;
-    let max_batch = bench.batches.iter().copied().max().unwrap_or(1);
     let engine = Engine::load(&files, device, &label)?;
+    let row_limit = engine.row_limit(bench.prompt_tokens + bench.new_tokens);
+    let batches: Vec<usize> = bench
+        .batches
+        .iter()
+        .map(|&b| if b == 0 { row_limit } else { b })
+        .collect();
+    let max_batch = batches.iter().copied().max().unwrap_or(1);
     let limits = BatchLimits {
         max_rows: max_batch,
         prefill_tokens: bench.prefill_tokens,
         ..engine.limits()
     };
-    let engine = engine.with_limits(limits);
+    let mut engine = engine.with_limits(limits);
+    if let Some(mixed) = &bench.mixed {
+        return run_mixed(&mut engine, mixed, bench.repeat, each);
+    }
     let prompts = prompts(engine.vocab_size() as u64, max_batch, bench.prompt_tokens);
     if let Some(p) = &bench.save_prompts {
         save(p, &prompts)?;
@@ -128,13 +151,48 @@ pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Valu
     // One untimed pass warms allocators and thread pools.
     engine.bench_run(&prompts[..1], 2, sampling)?;
     let mut results = Vec::new();
-    for &b in &bench.batches {
+    for &b in &batches {
         let runs = (0..bench.repeat.max(1))
             .map(|_| engine.bench_run(&prompts[..b], bench.new_tokens, sampling))
             .collect::<Result<Vec<_>, _>>()?;
-        let result = row(&summarize(&engine.describe(), bench, b, &runs));
+        let result = row(&summarize(&engine.describe(), bench, b, row_limit, &runs));
         each(&result);
         results.push(result);
+    }
+    Ok(results)
+}
+
+/// The mixed workload, each scheduler in turn within each round: alternating keeps a
+/// noisy machine's drift out of the ratio between them.
+fn run_mixed(
+    engine: &mut Engine,
+    mixed: &MixedWorkload,
+    repeat: usize,
+    each: &mut dyn FnMut(&Value),
+) -> Result<Vec<Value>, BenchError> {
+    if mixed.requests == 0 || mixed.schedulers.is_empty() {
+        return Err(BenchError::Workload(
+            "the mixed workload needs --requests of 1 or more and a --scheduler".to_string(),
+        ));
+    }
+    let requests = mixed_workload(mixed.requests, 7);
+    // One untimed pass warms allocators and thread pools.
+    engine.bench_workload(&requests[..requests.len().min(4)], Scheduler::Continuous)?;
+    let mut results = Vec::new();
+    for round in 0..repeat.max(1) {
+        for &scheduler in &mixed.schedulers {
+            let run = engine.bench_workload(&requests, scheduler)?;
+            let mut result = serde_json::json!({
+                "engine": engine.describe(),
+                "workload": "mixed",
+                "round": round,
+            });
+            if let (Some(out), Value::Object(fields)) = (result.as_object_mut(), row(&run)) {
+                out.extend(fields);
+            }
+            each(&result);
+            results.push(result);
+        }
     }
     Ok(results)
 }
@@ -163,7 +221,13 @@ fn save(path: &Path, prompts: &[Vec<u32>]) -> Result<(), BenchError> {
 }
 
 /// The medians of one batch size's runs (`runs` is never empty).
-fn summarize(engine: &str, bench: &EngineBench, b: usize, runs: &[BenchTimes]) -> EngineResult {
+fn summarize(
+    engine: &str,
+    bench: &EngineBench,
+    b: usize,
+    row_limit: usize,
+    runs: &[BenchTimes],
+) -> EngineResult {
     const MIB: f64 = 1024.0 * 1024.0;
     let prefill_s = median(runs.iter().map(|t| t.prefill_s));
     let decode_s = median(runs.iter().map(|t| t.decode_s));
@@ -177,6 +241,7 @@ fn summarize(engine: &str, bench: &EngineBench, b: usize, runs: &[BenchTimes]) -
         engine: engine.to_string(),
         sampling: bench.sampling.name(),
         batch: b,
+        row_limit,
         prompt_tokens: bench.prompt_tokens,
         new_tokens: bench.new_tokens,
         runs: runs.len(),
@@ -227,16 +292,17 @@ mod tests {
         let mut bench = EngineBench {
             model: BenchModel::Folder(PathBuf::from("/nonexistent")),
             device: DeviceChoice::Cpu,
-            batches: vec![1, 0],
+            batches: vec![],
             prompt_tokens: 10,
             new_tokens: 4,
             prefill_tokens: 4096,
             repeat: 1,
             sampling: BenchSampling::Greedy,
             save_prompts: None,
+            mixed: None,
         };
         let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
-        assert!(err.contains("batch sizes must be 1 or more"), "{err}");
+        assert!(err.contains("no batch size given"), "{err}");
         bench.batches = vec![1];
         bench.new_tokens = 0;
         let err = run(&bench, &mut |_| {}).unwrap_err().to_string();

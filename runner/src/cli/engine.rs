@@ -3,12 +3,12 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use runner::bench::engine::{BenchModel, EngineBench};
+use runner::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner::bench::sampler::SamplerBench;
 use runner::bench::{self, table};
 use runner::engine::candle::fixture::{Arch, Size};
 use runner::engine::candle::loader::{self, ModelFiles, Panel};
-use runner::engine::candle::{select_device, DeviceChoice, Engine};
+use runner::engine::candle::{select_device, DeviceChoice, Engine, Scheduler};
 use runner::engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -227,7 +227,8 @@ pub struct BenchArgs {
     arch: String,
     #[arg(long, default_value = "small")]
     size: String,
-    /// Batch sizes, comma-separated.
+    /// Batch sizes, comma-separated; 0 stands for the row limit, the rows whose KV
+    /// cache of prompt and new tokens fits the device's KV budget.
     #[arg(long, default_value = "1,8,32", value_delimiter = ',')]
     batch: Vec<usize>,
     #[arg(long, default_value_t = 1500)]
@@ -258,6 +259,16 @@ pub struct BenchArgs {
     /// One JSON object per line instead of the Markdown table (for scripts).
     #[arg(long)]
     json: bool,
+    /// `mixed`: a serving workload of --requests prompts with length caps of 16 to 256
+    /// new tokens, decoded at a row limit of the largest --batch by each --scheduler in
+    /// alternating rounds (--repeat of them).
+    #[arg(long)]
+    workload: Option<String>,
+    #[arg(long, default_value_t = 96)]
+    requests: usize,
+    /// Schedulers to compare, comma-separated: continuous, static.
+    #[arg(long, default_value = "continuous,static", value_delimiter = ',')]
+    scheduler: Vec<String>,
 }
 
 /// The bench's workload as the library takes it.
@@ -279,6 +290,18 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
         repeat: args.repeat,
         sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
         save_prompts: args.save_prompts.clone(),
+        mixed: match args.workload.as_deref() {
+            None => None,
+            Some("mixed") => Some(MixedWorkload {
+                requests: args.requests,
+                schedulers: args
+                    .scheduler
+                    .iter()
+                    .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
+                    .collect::<Result<_>>()?,
+            }),
+            Some(other) => bail!("unknown --workload {other:?} (mixed)"),
+        },
     })
 }
 
@@ -302,7 +325,10 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
             if json {
                 println!("{row}");
             } else {
-                eprintln!("batch {} measured", row["batch"]);
+                match row.get("scheduler") {
+                    Some(s) => eprintln!("{s} round {} measured", row["round"]),
+                    None => eprintln!("batch {} measured", row["batch"]),
+                }
             }
         })?
     };

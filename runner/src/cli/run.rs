@@ -251,6 +251,13 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         outcome.seconds,
         dir.display()
     );
+    if let Some(u) = outcome.batch.as_ref().and_then(|b| b.utilization()) {
+        let b = outcome.batch.unwrap_or_default();
+        println!(
+            "batch utilization {u:.3} ({} tokens in {} row-steps over {} decode steps)",
+            b.generated_tokens, b.row_steps, b.steps
+        );
+    }
     Ok(dir)
 }
 

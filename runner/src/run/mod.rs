@@ -156,6 +156,8 @@ pub struct Outcome {
     pub torn_bytes: usize,
     pub summary: String,
     pub seconds: f64,
+    /// How full the backend kept its decode batch during this run, where it batches.
+    pub batch: Option<crate::engine::BatchStats>,
 }
 
 /// Runs (or resumes) `workload` on `backend` in `dir` under `manifest`.
@@ -168,6 +170,7 @@ pub fn execute(
     observer: &mut dyn Observer,
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
+    let batch_before = backend.batch_stats();
     let jobs = workload.jobs();
     if jobs.is_empty() {
         return Err(RunError::Setup(
@@ -272,6 +275,9 @@ pub fn execute(
         torn_bytes: recovered.torn_bytes,
         summary,
         seconds: started.elapsed().as_secs_f64(),
+        batch: backend
+            .batch_stats()
+            .map(|b| b.since(&batch_before.unwrap_or_default())),
     })
 }
 

@@ -1,8 +1,10 @@
 //! Batch invariance at realistic sizes on the CPU: fixtures of hidden size 256, prompts
-//! of 1,000+ tokens (and shorter ones), 128 new tokens with early stops. Each row's tokens and the bits of
-//! its logits at every step must not depend on the rows beside it: groups of 1, 2, 3, 7
-//! and 32 rows, different prefill budgets, the requests in another order, and a resume
-//! that decodes half of the requests in one call and the rest in another.
+//! of 1,000+ tokens (and shorter ones), 128 new tokens with early stops. Each row's
+//! tokens and the bits of its logits at every step must not depend on the rows beside
+//! it: continuous batching at row limits of 1, 2, 3, 7 and 32, prompts prefilled whole
+//! or in chunks (joining the batch while other rows decode), the requests in another
+//! order, and a resume that decodes half of the requests in one call and the rest in
+//! another.
 
 use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::engine::candle::loader::ModelFiles;
@@ -155,11 +157,13 @@ fn check(arch: Arch, tag: &str) {
         stops > 0 && full > 0,
         "{tag}: {stops} early stops, {full} rows at 128 tokens"
     );
+    // Continuous batching at row limits of 1 to 32, the long prompts prefilled whole or
+    // in chunks of 256, 640 or 1,024 tokens while other rows decode, in both orders.
     for (max_rows, prefill_tokens, reversed) in [
         (1, 4096, false),
-        (2, 1500, true),
-        (3, 2048, false),
-        (7, 3000, true),
+        (2, 256, true),
+        (3, 640, false),
+        (7, 1024, true),
     ] {
         let mut order = reqs.clone();
         if reversed {

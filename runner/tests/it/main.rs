@@ -6,6 +6,7 @@ mod bench_cli;
 mod creg_suite;
 mod engine_batching;
 mod engine_chat_template;
+mod engine_continuous;
 mod engine_fixture;
 mod engine_invariance;
 mod engine_parity;

@@ -107,3 +107,22 @@ fn gpu_free_bytes() -> Option<usize> {
 fn gpu_free_bytes() -> Option<usize> {
     None
 }
+
+/// Rows whose KV cache of `tokens_per_row` tokens each fits `budget` bytes; at least one
+/// (a single row that does not fit fails as out of memory, not as an empty batch).
+pub fn row_limit(budget: usize, kv_bytes_per_token: usize, tokens_per_row: usize) -> usize {
+    let per_row = kv_bytes_per_token.saturating_mul(tokens_per_row).max(1);
+    (budget / per_row).max(1)
+}
+
+/// Rows decoded together at most by default. A GPU's decode step reads the weights once
+/// for all rows, so rows are nearly free up to [`super::ROW_CAP`]; on the CPU a step's
+/// cost grows with its rows, so more rows buy little throughput and only make each call
+/// of the run loop (which journals once per call) longer.
+pub fn default_row_cap(device: &Device) -> usize {
+    if device.is_cpu() {
+        64
+    } else {
+        super::ROW_CAP
+    }
+}

@@ -192,6 +192,7 @@ impl KvCache {
                 first: drop,
                 len: self.slots - drop,
                 cap: k.dim(2)? - drop,
+                to: 0,
             };
             *k = k.apply_op1_no_bwd(&gather)?;
             *v = v.apply_op1_no_bwd(&gather)?;
@@ -242,40 +243,80 @@ impl KvCache {
     /// Stacks the rows of several caches of the same model into one, left-padding the
     /// shorter ones with zero slots.
     pub fn join(parts: Vec<KvCache>) -> Result<KvCache> {
-        let slots = parts.iter().map(|c| c.slots).max().unwrap_or(0);
-        let layers = parts.first().map(|c| c.layers.len()).unwrap_or(0);
+        let wanted = parts.iter().map(|c| c.wanted).max().unwrap_or(0);
+        let all: Vec<Vec<usize>> = parts.iter().map(|c| (0..c.rows()).collect()).collect();
+        let refs: Vec<(&KvCache, &[usize])> = parts
+            .iter()
+            .zip(&all)
+            .map(|(c, r)| (c, r.as_slice()))
+            .collect();
+        let mut joined = KvCache::join_rows(&refs, wanted)?;
+        joined.wanted = wanted;
+        Ok(joined)
+    }
+
+    /// Stacks the chosen rows of several caches (an index may repeat: a fork) into one
+    /// with room for `capacity` slots (more if the rows need it). Slots that are padding
+    /// in every row are dropped, shorter rows are left-padded with zeros, and every slot
+    /// in use is copied once: admitting newcomers to a running batch costs one copy of
+    /// the batch's cache, fork and padding included.
+    pub fn join_rows(parts: &[(&KvCache, &[usize])], capacity: usize) -> Result<KvCache> {
+        let Some(first) = parts.first() else {
+            candle_core::bail!("joining no caches")
+        };
+        let layers = first.0.layers.len();
+        // Per part: the slots in use after its own shared padding.
+        let mut lens = Vec::with_capacity(parts.len());
+        for (c, rows) in parts {
+            if c.layers.len() != layers {
+                candle_core::bail!("joining caches of different models")
+            }
+            if let Some(&bad) = rows.iter().find(|&&r| r >= c.rows()) {
+                candle_core::bail!("joining row {bad} of a cache of {} rows", c.rows())
+            }
+            let drop = rows.iter().map(|&r| c.pad[r]).min().unwrap_or(0);
+            lens.push((drop, c.slots - drop));
+        }
+        let slots = lens.iter().map(|l| l.1).max().unwrap_or(0);
+        let cap = capacity.max(slots);
         let mut pad = Vec::new();
-        let mut per_layer: Vec<(Vec<Tensor>, Vec<Tensor>)> = vec![(vec![], vec![]); layers];
-        for part in &parts {
-            let extra = slots - part.slots;
-            pad.extend(part.pad.iter().map(|p| p + extra));
-            for (l, entry) in part.layers.iter().enumerate() {
-                let Some((k, v)) = entry else {
+        for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
+            pad.extend(rows.iter().map(|&r| c.pad[r] - drop + (slots - len)));
+        }
+        let mut out = Vec::with_capacity(layers);
+        for l in 0..layers {
+            let mut ks = Vec::new();
+            let mut vs = Vec::new();
+            for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
+                if rows.is_empty() {
+                    continue;
+                }
+                let Some((k, v)) = &c.layers[l] else {
                     candle_core::bail!("joining a cache that was never filled")
                 };
-                per_layer[l]
-                    .0
-                    .push(left_pad(&k.narrow(2, 0, part.slots)?, extra)?);
-                per_layer[l]
-                    .1
-                    .push(left_pad(&v.narrow(2, 0, part.slots)?, extra)?);
+                let gather = GatherSlots {
+                    rows: rows.to_vec(),
+                    first: drop,
+                    len,
+                    cap,
+                    to: slots - len,
+                };
+                ks.push(k.apply_op1_no_bwd(&gather)?);
+                vs.push(v.apply_op1_no_bwd(&gather)?);
             }
+            out.push(if ks.len() == 1 {
+                Some((ks.remove(0), vs.remove(0)))
+            } else {
+                Some((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
+            });
         }
-        let layers = per_layer
-            .into_iter()
-            .map(|(ks, vs)| Ok(Some((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))))
-            .collect::<Result<Vec<_>>>()?;
-        let wanted = parts.iter().map(|c| c.wanted).max().unwrap_or(0);
-        let mut joined = KvCache {
-            layers,
+        Ok(KvCache {
+            layers: out,
             pad,
             slots,
-            wanted,
+            wanted: 0,
             selected_bytes: 0,
-        };
-        joined.reserve(wanted)?;
-        joined.trim()?;
-        Ok(joined)
+        })
     }
 
     /// Bytes [`KvCache::select`] has copied since the cache was made.
@@ -294,14 +335,15 @@ impl KvCache {
 }
 
 /// Gathers rows of a (rows, heads, capacity, d) buffer into a new one of `cap` slots per
-/// row, holding slots `first..first + len` of each chosen row at the front and zeros
-/// after them. A run of consecutive source rows is one 2-D copy (heads x run lines), so
+/// row, holding slots `first..first + len` of each chosen row from slot `to` on, and
+/// zeros around them. A run of consecutive source rows is one 2-D copy (heads x run lines), so
 /// dropping finished rows costs a copy per run of survivors, a fork one per row.
 struct GatherSlots {
     rows: Vec<usize>,
     first: usize,
     len: usize,
     cap: usize,
+    to: usize,
 }
 
 impl GatherSlots {
@@ -311,7 +353,8 @@ impl GatherSlots {
         S::Device: BackendDevice<Storage = S>,
     {
         let (_, heads, src_cap, d) = layout.shape().dims4()?;
-        if !layout.is_contiguous() || self.first + self.len > src_cap || self.len > self.cap {
+        let fits = self.first + self.len <= src_cap && self.to + self.len <= self.cap;
+        if !layout.is_contiguous() || !fits {
             candle_core::bail!("gather-slots: a contiguous buffer with the slots asked for")
         }
         let shape = Shape::from((self.rows.len(), heads, self.cap, d));
@@ -329,7 +372,7 @@ impl GatherSlots {
                 src_cap * d,
                 self.cap * d,
                 layout.start_offset() + (self.rows[i] * heads * src_cap + self.first) * d,
-                i * heads * self.cap * d,
+                (i * heads * self.cap + self.to) * d,
             )?;
             i += run;
         }
@@ -359,15 +402,6 @@ fn regrow(t: &Tensor, used: usize, cap: usize) -> Result<Tensor> {
         out.slice_set(&t.narrow(2, 0, used)?.contiguous()?, 2, 0)?;
     }
     Ok(out)
-}
-
-fn left_pad(t: &Tensor, extra: usize) -> Result<Tensor> {
-    if extra == 0 {
-        return Ok(t.clone());
-    }
-    let (b, h, _, d) = t.dims4()?;
-    let zeros = Tensor::zeros((b, h, extra, d), t.dtype(), t.device())?;
-    Tensor::cat(&[&zeros, t], 2)
 }
 
 #[cfg(test)]

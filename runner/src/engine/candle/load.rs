@@ -3,7 +3,7 @@
 //! template from theirs.
 
 use super::chat_template::ChatTemplate;
-use super::device::{default_dtype, kv_budget};
+use super::device::{default_dtype, default_row_cap, kv_budget};
 use super::loader::ModelFiles;
 use super::{registry, BatchLimits, Engine};
 use crate::engine::EngineError;
@@ -100,6 +100,7 @@ impl Engine {
             .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
         let limits = BatchLimits {
+            max_rows: default_row_cap(&device),
             kv_budget_bytes: kv_budget(&device),
             ..BatchLimits::default()
         };
@@ -118,6 +119,8 @@ impl Engine {
             device,
             dtype,
             limits,
+            scheduler: super::Scheduler::default(),
+            batch_stats: Default::default(),
         })
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod chat_template;
+mod continuous;
 mod cpu;
 pub mod device;
 pub mod fixture;
@@ -21,14 +22,15 @@ mod row_matmul;
 pub mod sampler;
 mod scheduler;
 pub mod step;
+pub mod workload;
 
-use crate::engine::{EngineError, Prompt};
+use crate::engine::{BatchStats, EngineError, Prompt};
 pub use bench::{BenchBreakdown, BenchTimes};
 use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
 pub use device::{default_dtype, select_device, DeviceChoice};
 use kv_cache::KvCache;
-pub use scheduler::{BatchLimits, LogitTrace};
+pub use scheduler::{BatchLimits, LogitTrace, Scheduler, ROW_CAP};
 use tokenizers::Tokenizer;
 
 /// A decoder-only model that runs one step over a batch with an external cache.
@@ -55,6 +57,9 @@ pub struct Engine {
     device: Device,
     dtype: DType,
     limits: BatchLimits,
+    scheduler: Scheduler,
+    /// Running totals of the decode batch's fill, for [`crate::engine::Backend::batch_stats`].
+    batch_stats: BatchStats,
     label: String,
 }
 
@@ -66,6 +71,28 @@ impl Engine {
 
     pub fn limits(&self) -> BatchLimits {
         self.limits
+    }
+
+    /// Continuous batching is the engine's scheduler; static groups remain only as the
+    /// benchmark's baseline.
+    pub fn with_scheduler(mut self, scheduler: Scheduler) -> Self {
+        self.scheduler = scheduler;
+        self
+    }
+
+    pub fn scheduler(&self) -> Scheduler {
+        self.scheduler
+    }
+
+    /// Rows of `tokens_per_row` tokens (prompt and new) decoded together at most: as
+    /// many as the KV budget holds, within the row limit (`--max-batch` when given).
+    pub fn row_limit(&self, tokens_per_row: usize) -> usize {
+        device::row_limit(
+            self.limits.kv_budget_bytes,
+            self.kv_bytes_per_token,
+            tokens_per_row,
+        )
+        .min(self.limits.max_rows)
     }
 
     pub fn kv_bytes_per_token(&self) -> usize {

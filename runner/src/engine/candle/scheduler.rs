@@ -1,11 +1,13 @@
-//! The scheduler: groups requests within the row and KV limits, prefills each prompt
-//! once, forks it per seed, decodes, and shrinks the group on out-of-memory errors.
+//! The scheduler: continuous batching ([`super::continuous`]) within the row and KV
+//! limits, or (as the benchmark's baseline only) static groups that decode until their
+//! longest row is done; each prompt is prefilled once and forked per seed, and the batch
+//! shrinks on out-of-memory errors.
 
 use super::kv_cache::KvCache;
 use super::sampler::StreamKey;
 use super::{step, Engine};
 use crate::engine::{
-    Backend, EngineError, FinishReason, Request, RequestId, Sample, Sampling, Timings,
+    Backend, BatchStats, EngineError, FinishReason, Request, RequestId, Sample, Sampling, Timings,
 };
 use candle_core::Tensor;
 use std::collections::{HashMap, HashSet};
@@ -26,10 +28,36 @@ pub struct BatchLimits {
     pub kv_budget_bytes: usize,
 }
 
+/// How requests share the decode batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    /// A finished row's place goes to the next waiting prompt at once.
+    #[default]
+    Continuous,
+    /// Groups decode until their longest row is done: the benchmark's baseline.
+    Static,
+}
+
+impl std::str::FromStr for Scheduler {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "continuous" => Ok(Scheduler::Continuous),
+            "static" => Ok(Scheduler::Static),
+            _ => Err(format!("unknown scheduler {s:?} (continuous, static)")),
+        }
+    }
+}
+
+/// Rows decoded together at most, whatever the KV budget allows: the logits of a step
+/// (rows x vocabulary in f32) must fit beside the cache too.
+pub const ROW_CAP: usize = 1024;
+
 impl Default for BatchLimits {
     fn default() -> Self {
         BatchLimits {
-            max_rows: 32,
+            max_rows: ROW_CAP,
             prefill_tokens: 4096,
             kv_budget_bytes: usize::MAX,
         }
@@ -43,7 +71,7 @@ pub struct LogitTrace(Mutex<HashMap<(String, u64), Vec<u64>>>);
 impl LogitTrace {
     /// Records the logits a row's token number `step` is chosen from; a row decoded again
     /// (after an out-of-memory retry) overwrites its earlier record.
-    fn record(&self, id: &RequestId, seed: u64, step: usize, logits: &[f32]) {
+    pub(super) fn record(&self, id: &RequestId, seed: u64, step: usize, logits: &[f32]) {
         // FNV-1a over the bits: any change of any bit changes the digest.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for x in logits {
@@ -111,6 +139,8 @@ impl Engine {
         &self,
         group: &[&Request],
         prompts: &[Vec<u32>],
+        waiting_rows: usize,
+        batch: &mut BatchStats,
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
         struct Row<'a> {
@@ -169,6 +199,10 @@ impl Engine {
                 let dt = t.elapsed().as_secs_f64();
                 rows.iter_mut().for_each(|r| r.decode_s += dt);
             }
+            batch.steps += 1;
+            batch.rows_decoded += rows.len();
+            batch.generated_tokens += rows.len();
+            batch.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
             let mut keep = Vec::new();
             let mut kept_rows = Vec::new();
             for (i, (mut row, tok)) in rows.into_iter().zip(next).enumerate() {
@@ -230,8 +264,14 @@ impl Backend for Engine {
         self.label.clone()
     }
 
+    /// A few batches' worth at the row limit of prompts of 2,048 tokens, so that the
+    /// scheduler has prompts waiting when rows finish.
     fn preferred_batch(&self) -> usize {
-        self.limits.max_rows
+        (2 * self.row_limit(2048)).clamp(64, 2048)
+    }
+
+    fn batch_stats(&self) -> Option<BatchStats> {
+        Some(self.batch_stats)
     }
 
     fn generate_each(
@@ -239,7 +279,7 @@ impl Backend for Engine {
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
-        let mut pending: Vec<(&Request, Vec<u32>)> = Vec::new();
+        let mut pending: Vec<(Request, Vec<u32>)> = Vec::new();
         for r in requests {
             if r.seeds.is_empty() {
                 continue;
@@ -257,8 +297,64 @@ impl Backend for Engine {
                     message: "the prompt encodes to no tokens".into(),
                 });
             }
-            pending.push((r, ids));
+            pending.push((r.clone(), ids));
         }
+        match self.scheduler {
+            Scheduler::Continuous => self.continuous_with_retry(pending, on_sample),
+            Scheduler::Static => self.static_groups(pending, on_sample),
+        }
+    }
+}
+
+impl Engine {
+    /// Continuous batching; after an out-of-memory error the row limit halves and the
+    /// samples not yet handed over are decoded again (identically: rows are
+    /// batch-invariant, and a sample's randomness is keyed on its request and seed).
+    fn continuous_with_retry(
+        &mut self,
+        mut pending: Vec<(Request, Vec<u32>)>,
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
+        loop {
+            let refs: Vec<(&Request, Vec<u32>)> =
+                pending.iter().map(|(r, p)| (r, p.clone())).collect();
+            let mut stats = self.batch_stats;
+            let mut peak = 0;
+            let result = self.run_continuous(&refs, &mut stats, &mut peak, &mut |s: Sample| {
+                if emitted.insert((s.request_id.clone(), s.seed)) {
+                    on_sample(s)
+                }
+            });
+            self.batch_stats = stats;
+            match result {
+                Err(e)
+                    if is_out_of_memory(&e) && peak / 2 >= 1 && peak / 2 < self.limits.max_rows =>
+                {
+                    eprintln!(
+                        "warning: out of memory decoding {peak} rows together; retrying with at most {}",
+                        peak / 2
+                    );
+                    self.limits.max_rows = peak / 2;
+                    for (r, _) in &mut pending {
+                        r.seeds
+                            .retain(|&seed| !emitted.contains(&(r.id.clone(), seed)));
+                    }
+                    pending.retain(|(r, _)| !r.seeds.is_empty());
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Static groups: the benchmark's baseline for continuous batching.
+    fn static_groups(
+        &mut self,
+        pending: Vec<(Request, Vec<u32>)>,
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let pending: Vec<(&Request, Vec<u32>)> =
+            pending.iter().map(|(r, p)| (r, p.clone())).collect();
         // Samples already handed over: a group retried after an out-of-memory error
         // decodes them again (identically) and they are not handed over twice.
         let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
@@ -266,14 +362,17 @@ impl Backend for Engine {
         while start < pending.len() {
             let end = self.group_end(&pending, start);
             let rows: usize = pending[start..end].iter().map(|(r, _)| r.seeds.len()).sum();
+            let waiting: usize = pending[end..].iter().map(|(r, _)| r.seeds.len()).sum();
             let group: Vec<&Request> = pending[start..end].iter().map(|(r, _)| *r).collect();
             let prompts: Vec<Vec<u32>> =
                 pending[start..end].iter().map(|(_, p)| p.clone()).collect();
-            let result = self.run_group(&group, &prompts, &mut |s: Sample| {
+            let mut stats = self.batch_stats;
+            let result = self.run_group(&group, &prompts, waiting, &mut stats, &mut |s: Sample| {
                 if emitted.insert((s.request_id.clone(), s.seed)) {
                     on_sample(s)
                 }
             });
+            self.batch_stats = stats;
             match result {
                 Err(e) if is_out_of_memory(&e) && end - start > 1 => {
                     let shrunk: usize = pending[start..start + (end - start) / 2]

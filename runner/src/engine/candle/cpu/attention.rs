@@ -25,9 +25,13 @@ use std::cell::RefCell;
 /// the value product read them back.
 const STACKED_ROWS: usize = 128;
 
-/// Queries per prefill block for a model whose key heads serve `group` query heads.
+/// Queries per prefill block for a model whose key heads serve `group` query heads: a
+/// power of two no larger than 128, so that prefill chunks of whole multiples of 128
+/// tokens (continuous batching) end on block boundaries and run exactly the blocks of
+/// an unchunked prefill.
 fn block_len(group: usize) -> usize {
-    (STACKED_ROWS / group).max(8)
+    let len = (STACKED_ROWS / group).max(8);
+    1 << (usize::BITS - 1 - len.leading_zeros())
 }
 
 /// A tensor's f32 data on the CPU with its element offset and strides.
@@ -418,6 +422,25 @@ unsafe fn product_pv(
 mod tests {
     use super::*;
     use candle_core::{DType, Device};
+
+    #[test]
+    fn query_blocks_divide_the_prefill_chunk_alignment() {
+        // Chunked prefill is bit-identical to whole prefill only if every chunk ends on
+        // a block boundary.
+        let align = crate::engine::candle::continuous::PREFILL_ALIGN;
+        for group in 1..=64 {
+            let b = block_len(group);
+            assert!(
+                b >= 1 && align.is_multiple_of(b),
+                "group {group}: block {b}"
+            );
+        }
+        assert_eq!(
+            block_len(7),
+            16,
+            "Qwen2.5-7B: 28 query heads on 4 key heads"
+        );
+    }
 
     /// Reference: dense scores, the layout's additive mask, softmax, all with candle.
     fn reference(
