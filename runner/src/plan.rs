@@ -120,7 +120,7 @@ pub struct PlannedRequest {
 }
 
 /// What to plan.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PlanSpec {
     pub conditions: Vec<Condition>,
     pub tasks: Vec<Task>,

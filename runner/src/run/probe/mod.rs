@@ -23,7 +23,10 @@
 //!   (`followup.rs`). It feeds invalidation recall/precision and axis accuracy; a
 //!   contract failure is counted and scores as no invalidation and a wrong axis.
 
+pub mod identity;
+
 use super::folder::component;
+use super::manifest::Decoding;
 use super::{Job, RunError, Scoring, Workload};
 use crate::digest::sha256_hex;
 use crate::engine::baseline::probe::ProbeBaselineBackend;
@@ -32,15 +35,14 @@ use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use crate::id::RequestId;
 use crate::journal::SampleRecord;
 use crate::plan::Shard;
-use crate::render::probe::{
-    followup_prompt, pit_prompts, probe_prompts, Phase, Question, PROMPT_VERSION,
-};
+use crate::render::probe::{followup_prompt, pit_prompts, probe_prompts, Phase, Question};
 use crate::score::probe::RunReport;
 use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
 use crate::suite::probe::loader::{parse_any, LoadError, ProbeFile};
 use crate::suite::probe::provenance::{provenance, SetProvenance};
 use crate::suite::probe::records::{Domain, PitItem, ProbeItem};
-use serde_json::{json, Value};
+use identity::ProbeIdentity;
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -197,8 +199,7 @@ pub struct ProbePlan {
 pub struct ProbeWorkload {
     set: ProbeSet,
     plan: ProbePlan,
-    max_new_tokens: usize,
-    sampling: Sampling,
+    decoding: Decoding,
     jobs: Vec<Job>,
     /// The question of each job, parallel to `jobs`.
     questions: Vec<Question>,
@@ -350,75 +351,15 @@ impl ProbeWorkload {
         Ok(ProbeWorkload {
             set,
             plan,
-            max_new_tokens,
-            sampling,
+            decoding: Decoding {
+                sampling,
+                max_new_tokens,
+            },
             jobs,
             questions,
             core_by_id,
             pit_by_id,
         })
-    }
-
-    /// The workload a journaled run was planned with, rebuilt from its manifest
-    /// identity: the generated set, or `file` (whose hashes must be the run's).
-    pub fn from_identity(identity: &Value, file: Option<&Path>) -> Result<ProbeWorkload, RunError> {
-        let text = |p: &str| identity.pointer(p).and_then(Value::as_str);
-        if text("/suite/family") != Some(FAMILY) {
-            return Err(RunError::Setup(format!(
-                "nor is it a Probe set (its /suite/family is not {FAMILY:?})"
-            )));
-        }
-        let generated = identity
-            .pointer("/suite/generated")
-            .and_then(Value::as_bool)
-            == Some(true);
-        let mut set = match file {
-            Some(p) => ProbeSet::from_file(p).map_err(|e| RunError::Input(Box::new(e)))?,
-            None if generated => ProbeSet::generated(),
-            None => {
-                return Err(RunError::Setup(format!(
-                    "the run used the Probe file of set {:?}, not the generated one; pass --suite-file with that file",
-                    text("/suite/name").unwrap_or("?")
-                )))
-            }
-        };
-        let mut differences = Vec::new();
-        for (key, have) in [
-            ("probe", set.core.as_ref().map(|p| p.sha256.as_str())),
-            ("pit", set.pit.as_ref().map(|p| p.sha256.as_str())),
-        ] {
-            let want = text(&format!("/suite/{key}/sha256"));
-            if want != have {
-                differences.push(format!(
-                    "{key} sha256: the run used {}, {} has {}",
-                    want.unwrap_or("none"),
-                    file.map_or("the generated set".to_string(), |p| p.display().to_string()),
-                    have.unwrap_or("none")
-                ));
-            }
-        }
-        if !differences.is_empty() {
-            return Err(RunError::Setup(format!(
-                "{}; pass --suite-file with the run's Probe file",
-                differences.join("; ")
-            )));
-        }
-        if let Some(name) = text("/suite/name") {
-            set.name = name.to_string();
-        }
-        let plan = ProbePlan {
-            seeds: identity
-                .pointer("/plan/seeds")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default(),
-            limit_per_domain: identity
-                .pointer("/plan/limit_per_domain")
-                .and_then(Value::as_u64)
-                .map(|n| n as usize),
-            shard: None,
-        };
-        ProbeWorkload::new(set, plan, 1, Sampling::PROTOCOL)
     }
 
     pub fn set(&self) -> &ProbeSet {
@@ -479,26 +420,7 @@ impl Workload for ProbeWorkload {
     }
 
     fn identity(&self) -> Value {
-        let part = |sha: &str, items: usize| json!({"sha256": sha, "items": items});
-        json!({
-            "suite": {
-                "name": self.set.name,
-                "family": FAMILY,
-                "generated": self.set.generated,
-                "probe": self.set.core.as_ref().map(|p| part(&p.sha256, p.items.len())),
-                "pit": self.set.pit.as_ref().map(|p| part(&p.sha256, p.items.len())),
-            },
-            "prompts": {"version": PROMPT_VERSION},
-            "plan": {
-                "seeds": self.plan.seeds,
-                "limit_per_domain": self.plan.limit_per_domain,
-            },
-            "shard": self.plan.shard.map(|s| s.to_string()),
-            "decoding": {
-                "sampling": super::sampling_as_typed(self.sampling),
-                "max_new_tokens": self.max_new_tokens,
-            },
-        })
+        ProbeIdentity::of(&self.set, &self.plan, self.decoding).to_json()
     }
 
     fn jobs(&self) -> &[Job] {
