@@ -11,7 +11,7 @@ use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEED
 use runner::run::creg::{self, CregWorkload};
 use runner::run::model::{self, ModelOptions};
 use runner::run::probe::{ProbePlan, ProbeSet, ProbeWorkload};
-use runner::run::{execute, folder, manifest, Workload};
+use runner::run::{execute, folder, manifest, Outcome, Workload};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -231,7 +231,12 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     if let Some(t) = &traffic {
         super::served::after_run(t);
     }
-    let outcome = outcome?;
+    print_outcome(&outcome?, &dir);
+    Ok(dir)
+}
+
+/// A finished run's summary and where its reports are.
+pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
     print!("{}", outcome.summary);
     println!(
         "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s; reports in {}",
@@ -241,7 +246,6 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         outcome.seconds,
         dir.display()
     );
-    Ok(dir)
 }
 
 pub fn run_command(args: RunArgs) -> Result<ExitCode> {

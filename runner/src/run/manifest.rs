@@ -78,11 +78,17 @@ pub fn usize_field(identity: &Value, pointer: &str) -> Result<usize, IdentityErr
         .ok_or_else(|| IdentityError::new(pointer, "expected a whole number"))
 }
 
-/// A whole number or `null`.
+/// A field that may be `null` or absent, alike: a merged run's manifest has no
+/// `/shard`, and the journal's identity hash treats null and absent fields the same.
+pub fn optional<'a>(identity: &'a Value, pointer: &str) -> Option<&'a Value> {
+    identity.pointer(pointer).filter(|v| !v.is_null())
+}
+
+/// A whole number, `null` or absent.
 pub fn optional_usize(identity: &Value, pointer: &str) -> Result<Option<usize>, IdentityError> {
-    match field(identity, pointer)? {
-        Value::Null => Ok(None),
-        _ => usize_field(identity, pointer).map(Some),
+    match optional(identity, pointer) {
+        None => Ok(None),
+        Some(_) => usize_field(identity, pointer).map(Some),
     }
 }
 
@@ -97,9 +103,9 @@ pub fn seeds_field(identity: &Value, pointer: &str) -> Result<Vec<u64>, Identity
         .collect()
 }
 
-/// `/shard`: `null` or `I/N`.
+/// `/shard`: `I/N`, `null` or absent.
 pub fn shard_field(identity: &Value) -> Result<Option<crate::plan::Shard>, IdentityError> {
-    match field(identity, "/shard")? {
+    match optional(identity, "/shard").unwrap_or(&Value::Null) {
         Value::Null => Ok(None),
         Value::String(s) => s
             .parse()

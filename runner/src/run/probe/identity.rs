@@ -4,7 +4,7 @@
 use super::{ProbePlan, ProbeSet, ProbeWorkload, FAMILY};
 use crate::render::probe::PROMPT_VERSION;
 use crate::run::manifest::{
-    field, optional_usize, seeds_field, shard_field, str_field, usize_field, Decoding,
+    field, optional, optional_usize, seeds_field, shard_field, str_field, usize_field, Decoding,
     IdentityError,
 };
 use crate::run::RunError;
@@ -80,7 +80,7 @@ impl ProbeIdentity {
         }
         let part = |key: &str| -> Result<Option<PartIdentity>, IdentityError> {
             let at = format!("/suite/{key}");
-            if field(identity, &at)?.is_null() {
+            if optional(identity, &at).is_none() {
                 return Ok(None);
             }
             Ok(Some(PartIdentity {
