@@ -7,11 +7,13 @@ use clap::{Args, ValueEnum};
 use runner::engine::candle::DeviceChoice;
 use runner::engine::Sampling;
 use runner::journal::{self, Manifest};
+use runner::plan::probe::ProbePlan;
 use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
 use runner::run::creg::{self, CregWorkload};
 use runner::run::model::{self, ModelOptions};
-use runner::run::probe::{ProbePlan, ProbeSet, ProbeWorkload};
+use runner::run::probe::ProbeWorkload;
 use runner::run::{execute, folder, manifest, Outcome, Workload};
+use runner::suite::probe::set::ProbeSet;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,7 +105,7 @@ fn check_settings(args: &RunArgs) -> Result<()> {
     }
     if let Some(run) = &args.run {
         let bad = run.is_empty() || run == "." || run == ".." || run.contains(['/', '\\']);
-        if bad || folder::component(run) != *run {
+        if bad || runner::fsutil::component(run) != *run {
             bail!(
                 "--run {run:?}: a run name is one folder name of letters, digits, '.', '-' and '_' \
                  (not empty, '.' or '..'), e.g. --run creg-v1.0-try2"

@@ -1,13 +1,15 @@
 //! What defines a Probe run besides the model, as its manifest records it, and the way
 //! back: the set and plan of a journaled run, read out of its manifest to rescore it.
 
-use super::{ProbePlan, ProbeSet, ProbeWorkload, FAMILY};
+use super::{ProbeWorkload, FAMILY};
+use crate::plan::probe::ProbePlan;
 use crate::render::probe::PROMPT_VERSION;
 use crate::run::manifest::{
     field, optional, optional_usize, seeds_field, shard_field, str_field, usize_field, Decoding,
     IdentityError,
 };
 use crate::run::RunError;
+use crate::suite::probe::set::ProbeSet;
 use serde_json::{json, Value};
 use std::path::Path;
 
