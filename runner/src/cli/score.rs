@@ -5,11 +5,12 @@ use clap::Args;
 use runner::engine::baseline::creg::{self as baseline, System};
 use runner::engine::FinishReason;
 use runner::plan::PROTOCOL_SEEDS;
+use runner::render::question::{questions, Question};
 use runner::render::Condition;
 use runner::run::creg::SUITE_NAME;
 use runner::score::aggregate::{self, Scored};
 use runner::score::report;
-use runner::score::sample::{questions, score_text, Question};
+use runner::score::sample::score_text;
 use runner::suite::creg::frozen;
 use runner::suite::creg::spec::NormativeSpec;
 use std::path::PathBuf;
@@ -108,16 +109,7 @@ pub fn bench(degenerate_bytes: &[usize]) -> anyhow::Result<ExitCode> {
             for seed in PROTOCOL_SEEDS {
                 let score =
                     score_text(s, *q, text, FinishReason::Stop).context("every question exists")?;
-                samples.push(Scored {
-                    model: system.name().to_string(),
-                    condition: condition.to_string(),
-                    seed,
-                    scenario: s.id.clone(),
-                    regime: s.metadata.trajectory_regime,
-                    pair_id: s.metadata.counterfactual_pair_id.clone(),
-                    question: *q,
-                    score,
-                });
+                samples.push(Scored::new(system.name(), condition, seed, s, *q, score));
             }
         }
     }

@@ -11,10 +11,11 @@ use crate::engine::baseline::creg::{BaselineBackend, System};
 use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use crate::journal::SampleRecord;
 use crate::plan::{self, PlanSpec};
+use crate::render::question::Question;
 use crate::render::Renderer;
 use crate::score::aggregate::{self, Aggregate, Scored};
 use crate::score::report::{self, Browser};
-use crate::score::sample::{score_text, Question, SampleScore};
+use crate::score::sample::{score_text, SampleScore};
 use crate::suite::creg::record::{Scenario, ScenarioId};
 use crate::suite::creg::spec::NormativeSpec;
 use identity::CregIdentity;
@@ -156,16 +157,7 @@ impl CregWorkload {
                 let (s, q, score) = self
                     .score_sample(r)
                     .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
-                scored.push(Scored {
-                    model: model.clone(),
-                    condition: r.condition.clone(),
-                    seed: r.seed,
-                    scenario: s.id.clone(),
-                    regime: s.metadata.trajectory_regime,
-                    pair_id: s.metadata.counterfactual_pair_id.clone(),
-                    question: q,
-                    score,
-                });
+                scored.push(Scored::new(model, &r.condition, r.seed, s, q, score));
             }
         }
         Ok(aggregate::aggregate(&scored, &self.suite))

@@ -3,9 +3,10 @@
 
 use runner::engine::baseline::creg::{self as baseline, System};
 use runner::engine::FinishReason;
+use runner::render::question::{questions, Question};
 use runner::score::metrics;
 use runner::score::reference::BeliefReference;
-use runner::score::sample::{questions, score_text, Question, SampleScore};
+use runner::score::sample::{score_text, SampleScore};
 use runner::suite::creg::frozen;
 use runner::suite::creg::record::{Regime, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
