@@ -2,6 +2,7 @@
 
 mod architecture;
 mod baselines;
+mod common;
 mod creg_suite;
 mod engine_batching;
 mod engine_chat_template;
