@@ -140,7 +140,7 @@ fn blind_spots_fail_outright_not_by_a_hair() {
 
 #[test]
 fn unknown_baseline_names_list_the_known_ones() {
-    let err = "psychic".parse::<System>().unwrap_err();
+    let err = "psychic".parse::<System>().unwrap_err().to_string();
     assert!(
         err.contains("oracle") && err.contains("latest-wins"),
         "{err}"
