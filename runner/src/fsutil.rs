@@ -1,4 +1,5 @@
-//! The one way files that must never be seen half-written are written.
+//! The one way files that must never be seen half-written are written, and names safe
+//! as one path component.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,9 +17,36 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// A name safe as one path component: letters, digits, `.`, `-` and `_`; anything else
+/// becomes `_`.
+pub fn component(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match cleaned.trim_matches('.') {
+        "" => "_".to_string(),
+        s => s.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_cannot_escape_the_output_folder() {
+        assert_eq!(component("../../etc"), "_.._etc");
+        assert_eq!(component("qwen2.5-7b"), "qwen2.5-7b");
+        assert_eq!(component("a/b c"), "a_b_c");
+        assert_eq!(component(".."), "_");
+    }
 
     #[test]
     fn replaces_the_file_and_leaves_no_temporary_behind() {

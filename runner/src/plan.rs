@@ -2,6 +2,8 @@
 //! per seed; `--limit` keeps the first N scenarios of every regime; `--shard I/N`
 //! keeps a deterministic slice by request id, so N shard runs cover the plan exactly once.
 
+pub mod probe;
+
 use crate::render::{Condition, Prompt, Renderer, Task};
 use crate::suite::creg::record::{Regime, Scenario};
 use std::collections::BTreeMap;
@@ -120,7 +122,7 @@ pub struct PlannedRequest {
 }
 
 /// What to plan.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PlanSpec {
     pub conditions: Vec<Condition>,
     pub tasks: Vec<Task>,

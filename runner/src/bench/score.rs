@@ -6,9 +6,10 @@ use super::{row, BenchError};
 use crate::engine::baseline::creg::{self as baseline, System};
 use crate::engine::FinishReason;
 use crate::plan::PROTOCOL_SEEDS;
+use crate::render::question::{questions, Question};
 use crate::render::Condition;
 use crate::score::aggregate::{self, Scored};
-use crate::score::sample::{questions, score_text, Question};
+use crate::score::sample::score_text;
 use crate::suite::creg::frozen;
 use serde::Serialize;
 use serde_json::Value;
@@ -76,16 +77,7 @@ pub fn run(degenerate_bytes: &[usize]) -> Result<ScoreBenchResults, BenchError> 
                         question: format!("{q:?}"),
                     }
                 })?;
-                samples.push(Scored {
-                    model: system.name().to_string(),
-                    condition: condition.to_string(),
-                    seed,
-                    scenario: s.id.clone(),
-                    regime: s.metadata.trajectory_regime,
-                    pair_id: s.metadata.counterfactual_pair_id.clone(),
-                    question: *q,
-                    score,
-                });
+                samples.push(Scored::new(system.name(), condition, seed, s, *q, score));
             }
         }
     }

@@ -7,12 +7,13 @@ use clap::{Args, ValueEnum};
 use runner::engine::candle::DeviceChoice;
 use runner::engine::Sampling;
 use runner::journal::{self, Manifest};
+use runner::plan::probe::ProbePlan;
 use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
-use runner::run::creg::{CregWorkload, SUITE_NAME};
+use runner::run::creg::{self, CregWorkload};
 use runner::run::model::{self, ModelOptions};
-use runner::run::probe::{ProbePlan, ProbeSet, ProbeWorkload};
-use runner::run::{execute, folder, Workload};
-use runner::suite::creg::{frozen, load};
+use runner::run::probe::ProbeWorkload;
+use runner::run::{execute, folder, manifest, Outcome, Workload};
+use runner::suite::probe::set::ProbeSet;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -82,20 +83,6 @@ pub struct RunArgs {
     pub served: super::served::ServedArgs,
 }
 
-/// The suite a run or a rescoring works on, with its hash.
-fn creg_suite(file: Option<&Path>) -> Result<(Vec<runner::suite::creg::record::Scenario>, String)> {
-    match file {
-        None => Ok((
-            frozen::frozen_suite()?,
-            runner::digest::sha256_hex(frozen::FROZEN_JSONL.as_bytes()),
-        )),
-        Some(p) => {
-            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-            Ok((load::load_file(p)?, runner::digest::sha256_hex(&bytes)))
-        }
-    }
-}
-
 /// Settings refused before anything is loaded.
 fn check_settings(args: &RunArgs) -> Result<()> {
     if args.max_new_tokens == 0 {
@@ -118,7 +105,7 @@ fn check_settings(args: &RunArgs) -> Result<()> {
     }
     if let Some(run) = &args.run {
         let bad = run.is_empty() || run == "." || run == ".." || run.contains(['/', '\\']);
-        if bad || folder::component(run) != *run {
+        if bad || runner::fsutil::component(run) != *run {
             bail!(
                 "--run {run:?}: a run name is one folder name of letters, digits, '.', '-' and '_' \
                  (not empty, '.' or '..'), e.g. --run creg-v1.0-try2"
@@ -136,7 +123,7 @@ fn check_settings(args: &RunArgs) -> Result<()> {
 
 fn workload(args: &RunArgs) -> Result<CregWorkload> {
     check_settings(args)?;
-    let (suite, sha) = creg_suite(args.suite_file.as_deref())?;
+    let (suite, sha) = creg::load_suite(args.suite_file.as_deref())?;
     let spec = PlanSpec {
         conditions: parse_conditions(&args.condition)?,
         tasks: parse_tasks(&args.tasks)?,
@@ -212,7 +199,12 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         None => workload.name().to_string(),
     });
     let dir = folder::run_dir(&args.out, &loaded.label, &run_name, args.fresh);
-    let manifest = manifest(workload.as_ref(), &loaded.identity, &loaded.context);
+    let manifest = manifest::manifest(
+        workload.as_ref(),
+        &loaded.identity,
+        &loaded.context,
+        &std::env::args().collect::<Vec<_>>().join(" "),
+    );
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
     bar.traffic = traffic.clone();
@@ -241,7 +233,12 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     if let Some(t) = &traffic {
         super::served::after_run(t);
     }
-    let outcome = outcome?;
+    print_outcome(&outcome?, &dir);
+    Ok(dir)
+}
+
+/// A finished run's summary and where its reports are.
+pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
     print!("{}", outcome.summary);
     println!(
         "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s; reports in {}",
@@ -258,35 +255,10 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
             b.generated_tokens, b.row_steps, b.steps
         );
     }
-    Ok(dir)
 }
 
 pub fn run_command(args: RunArgs) -> Result<ExitCode> {
     run(args).map(|_| ExitCode::SUCCESS)
-}
-
-/// The manifest: what defines the run, and where it ran.
-fn manifest(workload: &dyn Workload, model: &Value, context: &Value) -> Manifest {
-    let mut identity = workload.identity();
-    if let Some(obj) = identity.as_object_mut() {
-        obj.insert("model".into(), model.clone());
-        obj.insert("runner_version".into(), json!(env!("CARGO_PKG_VERSION")));
-    }
-    let mut context = context.clone();
-    if let Some(obj) = context.as_object_mut() {
-        obj.insert(
-            "started".into(),
-            json!(
-                chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            ),
-        );
-        obj.insert(
-            "command".into(),
-            json!(std::env::args().collect::<Vec<_>>().join(" ")),
-        );
-    }
-    Manifest { identity, context }
 }
 
 #[derive(Args, Debug)]
@@ -313,63 +285,15 @@ pub struct ScoreArgs {
     bench_bytes: Vec<usize>,
 }
 
-/// The workload a journaled run was planned with, rebuilt from its manifest: CREG or
-/// Probe, by the identity's `/suite/name`.
+/// The workload a journaled run was planned with, rebuilt from its manifest.
 fn workload_of(
     dir: &Path,
     m: Manifest,
     suite_file: Option<&Path>,
 ) -> Result<(Box<dyn Workload>, Manifest)> {
-    let id = &m.identity;
-    let name = id.pointer("/suite/name").and_then(Value::as_str);
-    if name != Some(SUITE_NAME) {
-        // Any other suite is a Probe set (`probe`, `probe-v0`, ...), which its identity confirms.
-        let w = ProbeWorkload::from_identity(id, suite_file).with_context(|| {
-            format!(
-                "{}: suite {:?} is not {SUITE_NAME}",
-                dir.join(journal::MANIFEST_FILE).display(),
-                name
-            )
-        })?;
-        return Ok((Box::new(w), m));
-    }
-    let (suite, sha) = creg_suite(suite_file)?;
-    let want = id.pointer("/suite/sha256").and_then(Value::as_str);
-    if want != Some(sha.as_str()) {
-        bail!(
-            "{}: the run used suite sha256 {}, not {} ({}); pass --suite-file with the run's suite",
-            dir.join(journal::MANIFEST_FILE).display(),
-            want.unwrap_or("?"),
-            sha,
-            suite_file.map_or("the frozen suite".to_string(), |p| p.display().to_string())
-        );
-    }
-    let strings = |key: &str| -> Vec<String> {
-        id.pointer(key)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let spec = PlanSpec {
-        conditions: parse_conditions(&strings("/plan/conditions"))?,
-        tasks: parse_tasks(&strings("/plan/tasks"))?,
-        seeds: id
-            .pointer("/plan/seeds")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default(),
-        limit_per_regime: id
-            .pointer("/plan/limit_per_regime")
-            .and_then(Value::as_u64)
-            .map(|n| n as usize),
-        shard: None,
-    };
-    let workload = CregWorkload::new(suite, sha, spec, 1, Sampling::PROTOCOL)?;
-    Ok((Box::new(workload), m))
+    let w = manifest::rebuild(&m.identity, suite_file)
+        .with_context(|| format!("{}", dir.join(journal::MANIFEST_FILE).display()))?;
+    Ok((w, m))
 }
 
 fn label_of(m: &Manifest, dir: &Path) -> String {

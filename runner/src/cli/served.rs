@@ -8,7 +8,7 @@ use runner::engine::served::client::{RetryPolicy, Traffic};
 use runner::engine::served::prompt::LocalPrompts;
 use runner::engine::served::{ServedBackend, ServedOptions, DEFAULT_CONCURRENCY};
 use runner::run::model::Loaded;
-use runner::run::{folder, Workload};
+use runner::run::Workload;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,7 +97,7 @@ pub fn load(
     let label = if entry.is_some() {
         model.to_string()
     } else {
-        folder::component(served_name.rsplit('/').next().unwrap_or(&served_name))
+        runner::fsutil::component(served_name.rsplit('/').next().unwrap_or(&served_name))
     };
     let first = workload.jobs().first().map(|j| &j.request);
     let identity = backend.identity(

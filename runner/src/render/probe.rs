@@ -166,6 +166,21 @@ pub fn pit_prompts(item: &PitItem) -> Vec<ProbePrompt> {
         .collect()
 }
 
+/// Version of the request-id string below.
+const REQUEST_ID_VERSION: &str = "probe-request-v1";
+
+/// The request id of one question: the hash of what defines it.
+pub fn request_id(
+    file_sha256: &str,
+    condition: &str,
+    item: &str,
+    ask: &str,
+) -> crate::id::RequestId {
+    crate::id::RequestId::new(crate::digest::sha256_hex(
+        format!("{REQUEST_ID_VERSION}\n{file_sha256}\n{condition}\n{item}\n{ask}").as_bytes(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

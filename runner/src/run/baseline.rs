@@ -4,8 +4,9 @@
 
 use crate::engine::baseline::creg::{self, System};
 use crate::engine::FinishReason;
+use crate::render::question::questions;
 use crate::score::aggregate::Scored;
-use crate::score::sample::{questions, score_text};
+use crate::score::sample::score_text;
 use crate::suite::creg::model::ModelError;
 use crate::suite::creg::record::Scenario;
 
@@ -26,16 +27,14 @@ pub fn run_suite(
             };
             for condition in conditions {
                 for &seed in seeds {
-                    out.push(Scored {
-                        model: system.name().to_string(),
-                        condition: condition.clone(),
+                    out.push(Scored::new(
+                        system.name(),
+                        condition,
                         seed,
-                        scenario: s.id.clone(),
-                        regime: s.metadata.trajectory_regime,
-                        pair_id: s.metadata.counterfactual_pair_id.clone(),
-                        question: q,
-                        score: score.clone(),
-                    });
+                        s,
+                        q,
+                        score.clone(),
+                    ));
                 }
             }
         }

@@ -2,19 +2,24 @@
 //! journaled sample scored against the normative reference, reports by the embedded
 //! scorer.
 
+pub mod identity;
+
+use super::manifest::Decoding;
 use super::{Job, RunError, Scoring, Workload};
 use crate::digest::sha256_hex;
 use crate::engine::baseline::creg::{BaselineBackend, System};
 use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use crate::journal::SampleRecord;
 use crate::plan::{self, PlanSpec};
-use crate::render::{manifest::templates_sha256, manifest::PROMPTS_VERSION, Renderer};
+use crate::render::question::Question;
+use crate::render::Renderer;
 use crate::score::aggregate::{self, Aggregate, Scored};
 use crate::score::report::{self, Browser};
-use crate::score::sample::{score_text, Question, SampleScore};
+use crate::score::sample::{score_text, SampleScore};
 use crate::suite::creg::record::{Scenario, ScenarioId};
 use crate::suite::creg::spec::NormativeSpec;
-use serde_json::{json, Value};
+use identity::CregIdentity;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -24,10 +29,7 @@ pub const SUITE_NAME: &str = "creg-v1.0";
 pub struct CregWorkload {
     suite: Vec<Scenario>,
     by_id: HashMap<ScenarioId, usize>,
-    suite_sha256: String,
-    spec: PlanSpec,
-    max_new_tokens: usize,
-    sampling: Sampling,
+    identity: CregIdentity,
     jobs: Vec<Job>,
 }
 
@@ -84,12 +86,46 @@ impl CregWorkload {
         Ok(CregWorkload {
             suite,
             by_id,
-            suite_sha256,
-            spec,
-            max_new_tokens,
-            sampling,
+            identity: CregIdentity {
+                suite_sha256,
+                spec,
+                decoding: Decoding {
+                    sampling,
+                    max_new_tokens,
+                },
+            },
             jobs,
         })
+    }
+
+    /// The workload a journaled run was planned with, rebuilt from its manifest
+    /// identity over the frozen suite or `suite_file`, whose hash must be the run's.
+    /// The rebuilt plan is the whole run's, whichever shard the journal holds.
+    pub fn from_identity(
+        identity: &Value,
+        suite_file: Option<&Path>,
+    ) -> Result<CregWorkload, RunError> {
+        let id = CregIdentity::from_json(identity)?;
+        let (suite, sha) = load_suite(suite_file)?;
+        if id.suite_sha256 != sha {
+            return Err(RunError::Setup(format!(
+                "the run used suite sha256 {}, not {} ({}); pass --suite-file with the run's suite",
+                id.suite_sha256,
+                sha,
+                suite_file.map_or("the frozen suite".to_string(), |p| p.display().to_string())
+            )));
+        }
+        let spec = PlanSpec {
+            shard: None,
+            ..id.spec
+        };
+        CregWorkload::new(
+            suite,
+            sha,
+            spec,
+            id.decoding.max_new_tokens,
+            id.decoding.sampling,
+        )
     }
 
     pub fn suite(&self) -> &[Scenario] {
@@ -121,16 +157,7 @@ impl CregWorkload {
                 let (s, q, score) = self
                     .score_sample(r)
                     .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
-                scored.push(Scored {
-                    model: model.clone(),
-                    condition: r.condition.clone(),
-                    seed: r.seed,
-                    scenario: s.id.clone(),
-                    regime: s.metadata.trajectory_regime,
-                    pair_id: s.metadata.counterfactual_pair_id.clone(),
-                    question: q,
-                    score,
-                });
+                scored.push(Scored::new(model, &r.condition, r.seed, s, q, score));
             }
         }
         Ok(aggregate::aggregate(&scored, &self.suite))
@@ -166,25 +193,7 @@ impl Workload for CregWorkload {
     }
 
     fn identity(&self) -> Value {
-        json!({
-            "suite": {
-                "name": SUITE_NAME,
-                "sha256": self.suite_sha256,
-                "spec_sha256": NormativeSpec::frozen_sha256(),
-            },
-            "prompts": {"version": PROMPTS_VERSION, "templates_sha256": templates_sha256()},
-            "plan": {
-                "conditions": self.spec.conditions.iter().map(|c| c.name()).collect::<Vec<_>>(),
-                "tasks": self.spec.tasks.iter().map(|t| t.name()).collect::<Vec<_>>(),
-                "seeds": self.spec.seeds,
-                "limit_per_regime": self.spec.limit_per_regime,
-            },
-            "shard": self.spec.shard.map(|s| s.to_string()),
-            "decoding": {
-                "sampling": super::sampling_as_typed(self.sampling),
-                "max_new_tokens": self.max_new_tokens,
-            },
-        })
+        self.identity.to_json()
     }
 
     fn jobs(&self) -> &[Job] {
@@ -228,7 +237,7 @@ impl Workload for CregWorkload {
         })?;
         let label = runs.first().map_or("", |(l, _)| l.as_str());
         let provenance = report::Provenance::new(
-            Some(self.suite_sha256.clone()),
+            Some(self.identity.suite_sha256.clone()),
             Some(NormativeSpec::frozen_sha256().to_string()),
         )
         .with_runs_in(dir, label);
@@ -263,6 +272,15 @@ impl Workload for CregWorkload {
             questions,
         )))
     }
+}
+
+/// The frozen suite, or the suite file a user names, with the SHA-256 of its bytes.
+pub fn load_suite(file: Option<&Path>) -> Result<(Vec<Scenario>, String), RunError> {
+    let loaded = match file {
+        None => crate::suite::creg::frozen::frozen_suite_hashed(),
+        Some(p) => crate::suite::creg::load::load_file_hashed(p),
+    };
+    loaded.map_err(|e| RunError::Input(Box::new(e)))
 }
 
 /// The vocabulary of a fixture tokenizer trained on the suite's prompts: enough merges

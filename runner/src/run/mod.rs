@@ -11,8 +11,10 @@ pub mod baseline;
 pub mod creg;
 pub mod folder;
 pub mod limits;
+pub mod manifest;
 pub mod model;
 pub mod probe;
+pub mod smoke;
 
 use crate::engine::{Backend, EngineError, Request, Sample, Sampling};
 use crate::id::RequestId;
@@ -41,6 +43,8 @@ pub enum RunError {
     Score { path: PathBuf, message: String },
     #[error("{0}")]
     Setup(String),
+    #[error("manifest identity, {0}")]
+    Identity(#[from] manifest::IdentityError),
 }
 
 /// The sampling settings as the user types them: an `f32` such as 0.2 is stored as

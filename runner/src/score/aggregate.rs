@@ -5,7 +5,8 @@
 use super::bootstrap::{cluster_bootstrap, cluster_bootstrap_many, Estimate};
 use super::metrics::{score_revision, BeliefScore};
 use super::reference::BeliefReference;
-use super::sample::{Question, SampleScore};
+use super::sample::SampleScore;
+use crate::render::question::Question;
 use crate::suite::creg::record::{Regime, Scenario, ScenarioId};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -26,6 +27,30 @@ pub struct Scored {
     pub pair_id: Option<String>,
     pub question: Question,
     pub score: SampleScore,
+}
+
+impl Scored {
+    /// The scored sample of `question` on `scenario`, answered by `model` under
+    /// `condition` with `seed`.
+    pub fn new(
+        model: &str,
+        condition: &str,
+        seed: u64,
+        scenario: &Scenario,
+        question: Question,
+        score: SampleScore,
+    ) -> Scored {
+        Scored {
+            model: model.to_string(),
+            condition: condition.to_string(),
+            seed,
+            scenario: scenario.id.clone(),
+            regime: scenario.metadata.trajectory_regime,
+            pair_id: scenario.metadata.counterfactual_pair_id.clone(),
+            question,
+            score,
+        }
+    }
 }
 
 /// What an estimate is of. `regime` and `seed` are `None` for the pooled figure.

@@ -6,7 +6,7 @@ use super::contract;
 use super::metrics::{self, ActionScore, BeliefScore, ContradictionScore, ExplanationScore};
 use super::reference::{BeliefReference, EndpointReference};
 use crate::engine::FinishReason;
-pub use crate::render::question::{questions, Question};
+use crate::render::question::Question;
 use crate::suite::creg::record::Scenario;
 use serde::Serialize;
 

@@ -3,9 +3,10 @@
 
 use runner::engine::baseline::creg::{self as baseline, System};
 use runner::engine::FinishReason;
+use runner::render::question::{questions, Question};
 use runner::score::metrics;
 use runner::score::reference::BeliefReference;
-use runner::score::sample::{questions, score_text, Question, SampleScore};
+use runner::score::sample::{score_text, SampleScore};
 use runner::suite::creg::frozen;
 use runner::suite::creg::record::{Regime, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
@@ -139,7 +140,7 @@ fn blind_spots_fail_outright_not_by_a_hair() {
 
 #[test]
 fn unknown_baseline_names_list_the_known_ones() {
-    let err = "psychic".parse::<System>().unwrap_err();
+    let err = "psychic".parse::<System>().unwrap_err().to_string();
     assert!(
         err.contains("oracle") && err.contains("latest-wins"),
         "{err}"

@@ -3,6 +3,7 @@
 mod architecture;
 mod baselines;
 mod bench_cli;
+mod common;
 mod creg_suite;
 mod engine_batching;
 mod engine_chat_template;

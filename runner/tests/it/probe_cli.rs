@@ -1,25 +1,8 @@
 //! The `runner probe` commands end to end: generate, check (and its exit status on a
 //! defect), stats, baseline.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn runner(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
-        .args(args)
-        .output()
-        .expect("the runner binary starts")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("probe-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use super::common::{runner, scratch, text};
+use std::path::Path;
 
 #[test]
 fn generate_then_check_then_reject_a_mutated_gold() {

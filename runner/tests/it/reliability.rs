@@ -3,34 +3,13 @@
 //! and repeated inputs, pooled runs that overlap, limits past the model's context, and
 //! how errors are printed.
 
+use super::common::{ok, runner, s, scratch_dir as scratch, text};
 use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::journal::lock::RunLock;
 use runner::journal::{read_records, JOURNAL_FILE, MANIFEST_FILE};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn runner(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
-        .args(args)
-        .output()
-        .expect("the runner binary starts")
-}
-
-fn err_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("reliability-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("temp paths are UTF-8")
-}
 
 /// A small oracle run: belief prefixes of the first two scenarios of every regime.
 fn oracle<'a>(out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
@@ -50,17 +29,11 @@ fn oracle<'a>(out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     v
 }
 
-fn ok(args: &[&str]) -> Output {
-    let o = runner(args);
-    assert!(o.status.success(), "{:?}: {}", args, err_of(&o));
-    o
-}
-
 fn refused(args: &[&str]) -> String {
     let o = runner(args);
     assert!(!o.status.success(), "{args:?} should be refused");
     assert_eq!(o.status.code(), Some(2), "an error, not a crash");
-    err_of(&o)
+    text(&o.stderr)
 }
 
 #[test]
@@ -122,7 +95,7 @@ fn two_writers_started_together_never_journal_a_sample_twice() {
     let refusals = [&a, &b]
         .iter()
         .filter(|o| !o.status.success())
-        .map(|o| err_of(o))
+        .map(|o| text(&o.stderr))
         .collect::<Vec<_>>();
     // One ran; the other was refused, or (if the first had already finished) resumed a
     // complete run. Either way one manifest and one journal.
@@ -248,15 +221,19 @@ fn bad_limits_names_and_folders_are_refused_before_any_work() {
             // the run is refused as empty.
             if !o.status.success() {
                 assert!(
-                    err_of(&o).contains("the plan holds no request"),
+                    text(&o.stderr).contains("the plan holds no request"),
                     "{}",
-                    err_of(&o)
+                    text(&o.stderr)
                 );
             }
             continue;
         }
         assert!(!o.status.success(), "{extra:?}");
-        assert!(err_of(&o).contains(want), "{extra:?}: {}", err_of(&o));
+        assert!(
+            text(&o.stderr).contains(want),
+            "{extra:?}: {}",
+            text(&o.stderr)
+        );
     }
     let file = out.join("a-file");
     std::fs::write(&file, "x").unwrap();

@@ -2,6 +2,7 @@
 //! twin counts as observed, the reliability table, booktabs tables, plots with axes,
 //! exploratory marks, and a self-contained report.html carrying every sample.
 
+use super::common::{ok, scratch};
 use base64::Engine as _;
 use runner::engine::baseline::creg::System;
 use runner::score::aggregate::{aggregate, Aggregate, Scored};
@@ -11,8 +12,7 @@ use runner::suite::creg::record::{Regime, Scenario};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::OnceLock;
 
 fn suite() -> &'static Vec<Scenario> {
@@ -219,20 +219,6 @@ fn plots_have_axes_ticks_units_and_one_row_per_contrast() {
     assert!(rel.contains(">1.0</text>"));
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("report-files-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn runner(args: &[&str]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_runner"))
-        .args(args)
-        .output()
-        .expect("the runner binary starts");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// The page's embedded data block `id`, inflated.
 fn block(html: &str, id: &str) -> Value {
     let open = format!("id=\"{id}\">");
@@ -259,8 +245,8 @@ fn journal_len(dir: &Path) -> usize {
 fn a_run_writes_a_self_contained_html_report_with_every_sample() {
     let out = scratch("html");
     let o = out.to_str().unwrap();
-    runner(&["--model", "oracle", "--limit", "1", "--quiet", "--out", o]);
-    runner(&["--model", "uniform", "--limit", "1", "--quiet", "--out", o]);
+    ok(&["--model", "oracle", "--limit", "1", "--quiet", "--out", o]);
+    ok(&["--model", "uniform", "--limit", "1", "--quiet", "--out", o]);
     let oracle = out.join("oracle/creg-v1.0");
     let html = std::fs::read_to_string(oracle.join("report.html")).unwrap();
     // Nothing from the network: no external sources, links or styles.
@@ -306,7 +292,7 @@ fn a_run_writes_a_self_contained_html_report_with_every_sample() {
 
     // A combined report over two runs: provenance of both, samples of both.
     let combined = out.join("panel");
-    runner(&[
+    ok(&[
         "score",
         oracle.to_str().unwrap(),
         out.join("uniform/creg-v1.0").to_str().unwrap(),
@@ -328,7 +314,7 @@ fn a_run_writes_a_self_contained_html_report_with_every_sample() {
 #[test]
 fn a_probe_run_writes_its_html_report_from_the_scores_json() {
     let out = scratch("probe-html");
-    runner(&[
+    ok(&[
         "--suite",
         "probe",
         "--model",
@@ -442,7 +428,7 @@ fn links_after<'a>(html: &'a str, prefix: &str) -> Vec<(Vec<(String, String)>, &
 #[test]
 fn contrast_rows_and_reliability_bins_link_to_the_samples_behind_them() {
     let out = scratch("creg-links");
-    runner(&[
+    ok(&[
         "--model",
         "oracle",
         "--limit",
@@ -510,7 +496,7 @@ fn contrast_rows_and_reliability_bins_link_to_the_samples_behind_them() {
 #[test]
 fn a_probe_report_gives_each_sample_its_items_facets_and_links_breakdowns_to_them() {
     let out = scratch("probe-facets");
-    runner(&[
+    ok(&[
         "--suite",
         "probe",
         "--model",

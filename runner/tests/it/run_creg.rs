@@ -1,6 +1,7 @@
 //! The runner end to end, through the `runner` binary: crash safety under SIGKILL,
 //! shards, resume and its refusals, bad output folders, offline rescoring.
 
+use super::common::{runner, s, scratch, text};
 use runner::engine::candle::fixture::{write_fixture_with, Arch, Size};
 use runner::journal::{read_records, SampleRecord, JOURNAL_FILE, MANIFEST_FILE};
 use runner::run::creg::{tokenizer_corpus, SMOKE_VOCAB};
@@ -9,27 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-fn runner(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
-        .args(args)
-        .output()
-        .expect("the runner binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("run-creg-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("temp paths are UTF-8")
-}
 
 /// A tiny model whose tokenizer was trained on the suite's prompts (written once).
 fn fixture() -> &'static Path {

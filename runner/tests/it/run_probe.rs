@@ -2,35 +2,13 @@
 //! backends, the journal, resume, rescoring, shards and the published v0 file (read
 //! from `../shared` and skipped when that is absent).
 
+use super::common::{journal, json, ok, runner, scratch};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 /// 168 core items asked before and after the final turn, 24 PIT queries, 3 seeds.
 const SAMPLES: usize = (3 * 168 + 24) * 3;
-
-fn runner(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
-        .args(args)
-        .output()
-        .expect("the runner binary starts")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = runner(args);
-    assert!(
-        out.status.success(),
-        "runner {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("run-probe-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 fn run_probe(model: &str, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -44,19 +22,6 @@ fn run_probe(model: &str, out: &Path, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     ok(&args)
-}
-
-fn json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn journal(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn mean(v: &Value, pointer: &str) -> f64 {

@@ -2,7 +2,8 @@
 //! panic, and none may take long (the extractor is linear in its input).
 
 use runner::engine::FinishReason;
-use runner::score::sample::{questions, score_text, Question};
+use runner::render::question::{questions, Question};
+use runner::score::sample::score_text;
 use runner::suite::creg::frozen::frozen_suite;
 use std::time::{Duration, Instant};
 

@@ -41,6 +41,42 @@ fn ok(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// A CREG run of the served fixture in completions mode (the runner renders its
+/// template with the fixture's tokenizer): the action task of one scenario per regime
+/// with seeds 0 and 1, 56 samples, into `out`, plus `extra` arguments.
+fn creg_action_run(
+    endpoint: &str,
+    out: &str,
+    max_new_tokens: &str,
+    concurrency: &str,
+    extra: &[&str],
+) -> Output {
+    let (name, tokenizer) = (served_name(), fixture().display().to_string());
+    let mut args = vec![
+        "--model",
+        &name,
+        "--endpoint",
+        endpoint,
+        "--tokenizer",
+        &tokenizer,
+        "--tasks",
+        "action",
+        "--limit",
+        "1",
+        "--seeds",
+        "0,1",
+        "--max-new-tokens",
+        max_new_tokens,
+        "--concurrency",
+        concurrency,
+        "--out",
+        out,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    runner(&args)
+}
+
 fn manifest(run: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap()
 }
@@ -67,30 +103,10 @@ fn journaled(run: &Path) -> BTreeSet<(String, u64)> {
 fn a_creg_run_and_a_probe_run_go_through_a_real_server_end_to_end() {
     let server = shared();
     let out = scratch("e2e");
-    let (name, url, fix) = (served_name(), server.url(), fixture().display().to_string());
+    let (name, url) = (served_name(), server.url());
     let o = out.display().to_string();
     // CREG in completions mode: the runner renders the fixture's template itself.
-    let text = ok(&runner(&[
-        "--model",
-        &name,
-        "--endpoint",
-        &url,
-        "--tokenizer",
-        &fix,
-        "--tasks",
-        "action",
-        "--limit",
-        "1",
-        "--seeds",
-        "0,1",
-        "--max-new-tokens",
-        "24",
-        "--concurrency",
-        "4",
-        "--out",
-        &o,
-        "--quiet",
-    ]));
+    let text = ok(&creg_action_run(&url, &o, "24", "4", &[]));
     assert!(text.contains("56 samples (56 generated now"), "{text}");
     let run = out.join("fixture-qwen2").join("creg-v1.0");
     let m = manifest(&run);
@@ -273,35 +289,15 @@ fn faults_and_a_server_restart_lose_and_double_nothing_and_a_rerun_resumes() {
     let mut server = Server::start();
     let port = server.port;
     let out = scratch("faults");
-    let fix = fixture().display().to_string();
-    let name = served_name();
     let run = |endpoint: &str, dir: &str, retry_for: &str| {
         let o = out.join(dir).display().to_string();
-        runner(&[
-            "--model",
-            &name,
-            "--endpoint",
+        creg_action_run(
             endpoint,
-            "--tokenizer",
-            &fix,
-            "--tasks",
-            "action",
-            "--limit",
-            "1",
-            "--seeds",
-            "0,1",
-            "--max-new-tokens",
-            "16",
-            "--concurrency",
-            "3",
-            "--request-timeout",
-            "5",
-            "--retry-for",
-            retry_for,
-            "--out",
             &o,
-            "--quiet",
-        ])
+            "16",
+            "3",
+            &["--request-timeout", "5", "--retry-for", retry_for],
+        )
     };
     let journal = |dir: &str| journaled(&out.join(dir).join("fixture-qwen2").join("creg-v1.0"));
 

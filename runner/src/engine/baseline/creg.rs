@@ -10,8 +10,6 @@ use crate::suite::creg::model::{self, Facts, ModelError, Variant};
 use crate::suite::creg::record::*;
 use crate::suite::creg::spec::NormativeSpec;
 use serde_json::{json, Value};
-use std::fmt;
-use std::str::FromStr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum System {
@@ -56,24 +54,7 @@ impl System {
     }
 }
 
-impl fmt::Display for System {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for System {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        System::ALL
-            .into_iter()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                let known: Vec<&str> = System::ALL.iter().map(|b| b.name()).collect();
-                format!("unknown baseline {s:?}; known: {}", known.join(", "))
-            })
-    }
-}
+system_names!(System);
 
 /// The system's labels for the first `arrived` arrivals of `s` (all of them for the endpoint).
 fn evaluate(

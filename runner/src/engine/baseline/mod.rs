@@ -3,10 +3,43 @@
 //! reports) like a model. They read the suite's records as data (never the scorer):
 //! each request id maps to the question it asks, and the answer depends on no seed.
 
+/// `Display` and `FromStr` for a suite's `System` enum from its `ALL` and `name()`, so
+/// that both suites spell and refuse names alike.
+macro_rules! system_names {
+    ($system:ty) => {
+        impl std::fmt::Display for $system {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $system {
+            type Err = super::UnknownSystem;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                <$system>::ALL
+                    .into_iter()
+                    .find(|x| x.name() == s)
+                    .ok_or_else(|| super::UnknownSystem {
+                        given: s.to_string(),
+                        known: <$system>::ALL.iter().map(|x| x.name()).collect(),
+                    })
+            }
+        }
+    };
+}
+
 pub mod creg;
 pub mod probe;
 
 use super::{EngineError, FinishReason, Request, Sample, Timings};
+
+/// A baseline name that is not one of the suite's systems.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown baseline {given:?}; known: {}", known.join(", "))]
+pub struct UnknownSystem {
+    pub given: String,
+    pub known: Vec<&'static str>,
+}
 
 /// The generate loop both suites share: one answer per request, the same text for
 /// every seed. `answer` returns the text or why the request cannot be answered.

@@ -19,8 +19,6 @@ use crate::render::probe::{Phase, Question};
 use crate::suite::probe::records::{Axis, PitItem, ProbeItem};
 use crate::suite::probe::response::{Answer, PitResponse, ProbeResponse};
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum System {
@@ -101,26 +99,7 @@ impl System {
     }
 }
 
-impl fmt::Display for System {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown system `{0}` (expected oracle or no-propagation)")]
-pub struct UnknownSystem(String);
-
-impl FromStr for System {
-    type Err = UnknownSystem;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        System::ALL
-            .into_iter()
-            .find(|x| x.name() == s)
-            .ok_or_else(|| UnknownSystem(s.to_string()))
-    }
-}
+system_names!(System);
 
 fn gold_answer(value: Option<&str>) -> Answer {
     match value {

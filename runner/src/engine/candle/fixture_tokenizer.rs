@@ -189,6 +189,15 @@ fn added(id: usize, content: &str, special: bool) -> Value {
     })
 }
 
+/// The special tokens as `added_tokens`, with ids from `first` on.
+fn added_from(first: usize, special: &[&str]) -> Vec<Value> {
+    special
+        .iter()
+        .enumerate()
+        .map(|(i, t)| added(first + i, t, true))
+        .collect()
+}
+
 fn vocab_object(tokens: &[String]) -> Value {
     let map: serde_json::Map<String, Value> = tokens
         .iter()
@@ -226,11 +235,7 @@ fn byte_level_bpe(vocab: &[String], merges: Value, ignore_merges: bool) -> Value
 /// special tokens follow the learned vocabulary and none is added around a sequence.
 fn qwen2_json(special: &[&str], learned: Vec<String>, merges: Value) -> Value {
     let base = learned.len();
-    let added: Vec<Value> = special
-        .iter()
-        .enumerate()
-        .map(|(i, t)| added(base + i, t, true))
-        .collect();
+    let added = added_from(base, special);
     let byte_level = json!({
         "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false
     });
@@ -270,11 +275,7 @@ fn template_processing(bos: &str, bos_id: usize) -> Value {
 /// `<|begin_of_text|>` prepended by the post-processor.
 fn llama3_json(special: &[&str], learned: Vec<String>, merges: Value) -> Value {
     let base = learned.len();
-    let added: Vec<Value> = special
-        .iter()
-        .enumerate()
-        .map(|(i, t)| added(base + i, t, true))
-        .collect();
+    let added = added_from(base, special);
     json!({
         "version": "1.0",
         "truncation": null,
@@ -311,11 +312,7 @@ fn gemma3_json(special: &[&str], learned: Vec<String>, merges: Value) -> Value {
             vocab.push(t);
         }
     }
-    let added: Vec<Value> = special
-        .iter()
-        .enumerate()
-        .map(|(i, t)| added(i, t, true))
-        .collect();
+    let added = added_from(0, special);
     let bos = "<bos>";
     let bos_id = special.iter().position(|t| *t == bos).unwrap_or(0);
     json!({

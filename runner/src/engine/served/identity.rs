@@ -69,43 +69,9 @@ impl ServedBackend {
     }
 }
 
-/// The report's line on a served run: how prompts reached the server and whether its
-/// samples may depend on the server's batching.
-pub fn report_note(run_identity: &Value) -> Option<String> {
-    let m = run_identity.get("model")?;
-    if m.get("kind").and_then(Value::as_str) != Some("served") {
-        return None;
-    }
-    let name = m.get("served_model").and_then(Value::as_str).unwrap_or("?");
-    let mode = m.get("prompt_mode").and_then(Value::as_str).unwrap_or("?");
-    let deterministic = m.get("server_deterministic").and_then(Value::as_bool) == Some(true);
-    Some(format!(
-        "served model {name}, {mode} mode; {}",
-        if deterministic {
-            "the server was declared batch-invariant (--server-deterministic)"
-        } else {
-            "the server was not declared batch-invariant: samples may depend on the server's \
-             batching, so resumed or repeated samples may differ"
-        }
-    ))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{model_entry, report_note};
-
-    #[test]
-    fn the_report_says_when_samples_may_depend_on_batching() {
-        let served = |d: bool| {
-            json!({"model": {"kind": "served", "served_model": "m", "prompt_mode": "chat",
-                             "server_deterministic": d}})
-        };
-        assert!(report_note(&served(false))
-            .unwrap()
-            .contains("may depend on the server's batching"));
-        assert!(!report_note(&served(true)).unwrap().contains("may depend"));
-        assert_eq!(report_note(&json!({"model": {"kind": "candle"}})), None);
-    }
+    use super::model_entry;
 
     use serde_json::json;
 

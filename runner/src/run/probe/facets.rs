@@ -84,8 +84,9 @@ impl ProbeWorkload {
 mod tests {
     use super::*;
     use crate::engine::Sampling;
-    use crate::run::probe::{ProbePlan, ProbeSet};
+    use crate::plan::probe::ProbePlan;
     use crate::score::report::probe_facets::{FOLLOWUP, POST};
+    use crate::suite::probe::set::ProbeSet;
 
     #[test]
     fn every_question_has_its_kind_and_items_facets_and_gold() {

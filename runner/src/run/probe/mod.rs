@@ -23,194 +23,42 @@
 //!   (`followup.rs`). It feeds invalidation recall/precision and axis accuracy; a
 //!   contract failure is counted and scores as no invalidation and a wrong axis.
 
-use super::folder::component;
+pub mod identity;
+
+use super::manifest::Decoding;
 use super::{Job, RunError, Scoring, Workload};
 use crate::digest::sha256_hex;
 use crate::engine::baseline::probe::ProbeBaselineBackend;
 use crate::engine::baseline::probe::System;
 use crate::engine::{Backend, Message, Prompt, Request, Role, Sampling};
-use crate::id::RequestId;
 use crate::journal::SampleRecord;
-use crate::plan::Shard;
+use crate::plan::probe::{first_per_domain, ProbePlan};
 use crate::render::probe::{
-    followup_prompt, pit_prompts, probe_prompts, Phase, Question, PROMPT_VERSION,
+    followup_prompt, pit_prompts, probe_prompts, request_id, Phase, Question,
 };
 use crate::score::probe::RunReport;
-use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
-use crate::suite::probe::loader::{parse_any, LoadError, ProbeFile};
-use crate::suite::probe::provenance::{provenance, SetProvenance};
-use crate::suite::probe::records::{Domain, PitItem, ProbeItem};
-use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use crate::suite::probe::set::{Part, ProbeSet};
+use identity::ProbeIdentity;
+use serde_json::Value;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// `/suite/family` of a Probe run's manifest identity.
 pub const FAMILY: &str = "probe";
-/// The name of the project's generated set (run folders, report titles).
-pub const GENERATED_NAME: &str = "probe";
 /// Journal `condition` of core-item questions.
 pub const CONVERSATION: &str = "conversation";
 /// Journal `condition` of point-in-time queries.
 pub const POINT_IN_TIME: &str = "point-in-time";
-/// Version of the request-id string below.
-const REQUEST_ID_VERSION: &str = "probe-request-v1";
-
-/// The items of one file, with the hash of its bytes (request ids are keyed on it) and
-/// the name error messages use for it.
-#[derive(Clone, Debug)]
-pub struct Part<T> {
-    pub file: String,
-    pub sha256: String,
-    pub items: Vec<T>,
-}
-
-/// What a Probe run asks: core items, PIT items, or both.
-#[derive(Clone, Debug)]
-pub struct ProbeSet {
-    /// Run folder and report title, e.g. `probe` (generated) or `probe-v0`.
-    pub name: String,
-    /// The project's own generated files rather than a user's.
-    pub generated: bool,
-    pub core: Option<Part<ProbeItem>>,
-    pub pit: Option<Part<PitItem>>,
-}
-
-impl ProbeSet {
-    /// The project's generated `probe.json` and `probe_pit.json`, hashed as
-    /// `runner probe generate` writes them.
-    pub fn generated() -> ProbeSet {
-        let core = generate_probe();
-        let pit = generate_pit();
-        ProbeSet {
-            name: GENERATED_NAME.to_string(),
-            generated: true,
-            core: Some(Part {
-                file: "probe.json (generated)".into(),
-                sha256: sha256_hex(to_json(&core).as_bytes()),
-                items: core,
-            }),
-            pit: Some(Part {
-                file: "probe_pit.json (generated)".into(),
-                sha256: sha256_hex(to_json(&pit).as_bytes()),
-                items: pit,
-            }),
-        }
-    }
-
-    /// A user's `probe.json` or `probe_pit.json` (told apart by its ids), read from
-    /// `path`, never copied.
-    pub fn from_file(path: &Path) -> Result<ProbeSet, LoadError> {
-        let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-            file: file.clone(),
-            source,
-        })?;
-        ProbeSet::from_bytes(&bytes, &file, &name_for(path))
-    }
-
-    pub fn from_bytes(bytes: &[u8], file: &str, name: &str) -> Result<ProbeSet, LoadError> {
-        let sha256 = sha256_hex(bytes);
-        let file = file.to_string();
-        let (core, pit) = match parse_any(bytes, &file)? {
-            ProbeFile::Probe(items) => (
-                Some(Part {
-                    file,
-                    sha256,
-                    items,
-                }),
-                None,
-            ),
-            ProbeFile::Pit(items) => (
-                None,
-                Some(Part {
-                    file,
-                    sha256,
-                    items,
-                }),
-            ),
-        };
-        Ok(ProbeSet {
-            name: name.to_string(),
-            generated: false,
-            core,
-            pit,
-        })
-    }
-
-    fn core_items(&self) -> &[ProbeItem] {
-        self.core.as_ref().map_or(&[], |p| &p.items)
-    }
-
-    fn pit_items(&self) -> &[PitItem] {
-        self.pit.as_ref().map_or(&[], |p| &p.items)
-    }
-
-    /// Which set this is, for the reports.
-    pub fn provenance(&self) -> SetProvenance {
-        provenance(
-            self.generated,
-            self.core.as_ref().map(|p| p.sha256.as_str()),
-            &self.files(),
-        )
-    }
-
-    fn files(&self) -> String {
-        let names: Vec<&str> = self
-            .core
-            .as_ref()
-            .map(|p| p.file.as_str())
-            .into_iter()
-            .chain(self.pit.as_ref().map(|p| p.file.as_str()))
-            .collect();
-        names.join(" and ")
-    }
-}
-
-/// A user file's set name: `probe_v0.json` -> `probe-v0`, `probe_pit.json` ->
-/// `probe-pit`, `mine.json` -> `probe-mine`; a file called `probe.json` gives
-/// `probe-file`, because plain `probe` is the generated set.
-pub fn name_for(path: &Path) -> String {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
-    let separators = ['_', '-', '.', ' '];
-    let rest = match stem.strip_prefix("probe") {
-        Some(r) if r.is_empty() || r.starts_with(separators) => r.trim_start_matches(separators),
-        _ => stem.as_str(),
-    };
-    if rest.is_empty() {
-        return "probe-file".to_string();
-    }
-    format!("probe-{}", component(&rest.replace('_', "-")))
-}
-
-/// Which questions of the set a run asks, and with which seeds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProbePlan {
-    pub seeds: Vec<u64>,
-    /// Keep the first N items of every domain (core and PIT alike), in file order.
-    pub limit_per_domain: Option<usize>,
-    pub shard: Option<Shard>,
-}
 
 pub struct ProbeWorkload {
     set: ProbeSet,
     plan: ProbePlan,
-    max_new_tokens: usize,
-    sampling: Sampling,
+    decoding: Decoding,
     jobs: Vec<Job>,
     /// The question of each job, parallel to `jobs`.
     questions: Vec<Question>,
     core_by_id: HashMap<String, usize>,
     pit_by_id: HashMap<String, usize>,
-}
-
-/// The request id of one question: the hash of what defines it.
-pub fn request_id(file_sha256: &str, condition: &str, item: &str, ask: &str) -> RequestId {
-    RequestId::new(sha256_hex(
-        format!("{REQUEST_ID_VERSION}\n{file_sha256}\n{condition}\n{item}\n{ask}").as_bytes(),
-    ))
 }
 
 /// Item ids by position; a repeated id is an error naming the file and field.
@@ -231,22 +79,6 @@ fn index<T>(
         }
     }
     Ok(out)
-}
-
-/// Positions of the first `limit` items of every domain, in file order.
-fn first_per_domain<T>(
-    items: &[T],
-    domain: impl Fn(&T) -> Domain,
-    limit: Option<usize>,
-) -> Vec<usize> {
-    let mut taken: BTreeMap<Domain, usize> = BTreeMap::new();
-    (0..items.len())
-        .filter(|&i| {
-            let n = taken.entry(domain(&items[i])).or_default();
-            *n += 1;
-            limit.is_none_or(|l| *n <= l)
-        })
-        .collect()
 }
 
 impl ProbeWorkload {
@@ -350,75 +182,15 @@ impl ProbeWorkload {
         Ok(ProbeWorkload {
             set,
             plan,
-            max_new_tokens,
-            sampling,
+            decoding: Decoding {
+                sampling,
+                max_new_tokens,
+            },
             jobs,
             questions,
             core_by_id,
             pit_by_id,
         })
-    }
-
-    /// The workload a journaled run was planned with, rebuilt from its manifest
-    /// identity: the generated set, or `file` (whose hashes must be the run's).
-    pub fn from_identity(identity: &Value, file: Option<&Path>) -> Result<ProbeWorkload, RunError> {
-        let text = |p: &str| identity.pointer(p).and_then(Value::as_str);
-        if text("/suite/family") != Some(FAMILY) {
-            return Err(RunError::Setup(format!(
-                "nor is it a Probe set (its /suite/family is not {FAMILY:?})"
-            )));
-        }
-        let generated = identity
-            .pointer("/suite/generated")
-            .and_then(Value::as_bool)
-            == Some(true);
-        let mut set = match file {
-            Some(p) => ProbeSet::from_file(p).map_err(|e| RunError::Input(Box::new(e)))?,
-            None if generated => ProbeSet::generated(),
-            None => {
-                return Err(RunError::Setup(format!(
-                    "the run used the Probe file of set {:?}, not the generated one; pass --suite-file with that file",
-                    text("/suite/name").unwrap_or("?")
-                )))
-            }
-        };
-        let mut differences = Vec::new();
-        for (key, have) in [
-            ("probe", set.core.as_ref().map(|p| p.sha256.as_str())),
-            ("pit", set.pit.as_ref().map(|p| p.sha256.as_str())),
-        ] {
-            let want = text(&format!("/suite/{key}/sha256"));
-            if want != have {
-                differences.push(format!(
-                    "{key} sha256: the run used {}, {} has {}",
-                    want.unwrap_or("none"),
-                    file.map_or("the generated set".to_string(), |p| p.display().to_string()),
-                    have.unwrap_or("none")
-                ));
-            }
-        }
-        if !differences.is_empty() {
-            return Err(RunError::Setup(format!(
-                "{}; pass --suite-file with the run's Probe file",
-                differences.join("; ")
-            )));
-        }
-        if let Some(name) = text("/suite/name") {
-            set.name = name.to_string();
-        }
-        let plan = ProbePlan {
-            seeds: identity
-                .pointer("/plan/seeds")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default(),
-            limit_per_domain: identity
-                .pointer("/plan/limit_per_domain")
-                .and_then(Value::as_u64)
-                .map(|n| n as usize),
-            shard: None,
-        };
-        ProbeWorkload::new(set, plan, 1, Sampling::PROTOCOL)
     }
 
     pub fn set(&self) -> &ProbeSet {
@@ -479,26 +251,7 @@ impl Workload for ProbeWorkload {
     }
 
     fn identity(&self) -> Value {
-        let part = |sha: &str, items: usize| json!({"sha256": sha, "items": items});
-        json!({
-            "suite": {
-                "name": self.set.name,
-                "family": FAMILY,
-                "generated": self.set.generated,
-                "probe": self.set.core.as_ref().map(|p| part(&p.sha256, p.items.len())),
-                "pit": self.set.pit.as_ref().map(|p| part(&p.sha256, p.items.len())),
-            },
-            "prompts": {"version": PROMPT_VERSION},
-            "plan": {
-                "seeds": self.plan.seeds,
-                "limit_per_domain": self.plan.limit_per_domain,
-            },
-            "shard": self.plan.shard.map(|s| s.to_string()),
-            "decoding": {
-                "sampling": super::sampling_as_typed(self.sampling),
-                "max_new_tokens": self.max_new_tokens,
-            },
-        })
+        ProbeIdentity::of(&self.set, &self.plan, self.decoding).to_json()
     }
 
     fn jobs(&self) -> &[Job] {

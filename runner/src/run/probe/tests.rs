@@ -1,7 +1,8 @@
 //! Unit tests of the Probe workload: jobs, ids, limits and shards, scoring, names.
 
 use super::*;
-use crate::plan::PROTOCOL_SEEDS;
+use crate::plan::{Shard, PROTOCOL_SEEDS};
+use crate::suite::probe::generator::{generate_pit, generate_probe, to_json};
 
 fn workload(limit: Option<usize>, shard: Option<Shard>) -> ProbeWorkload {
     ProbeWorkload::new(
@@ -114,15 +115,6 @@ fn samples_score_by_outcome_and_unknown_records_are_named() {
     let mut bad = record("x");
     bad.task = "middle".into();
     assert!(w.score(&bad).is_err());
-}
-
-#[test]
-fn user_files_are_named_after_their_stem() {
-    assert_eq!(name_for(Path::new("a/probe_v0.json")), "probe-v0");
-    assert_eq!(name_for(Path::new("probe_pit.json")), "probe-pit");
-    assert_eq!(name_for(Path::new("probe.json")), "probe-file");
-    assert_eq!(name_for(Path::new("Mine.json")), "probe-mine");
-    assert_eq!(name_for(Path::new("prober.json")), "probe-prober");
 }
 
 #[test]

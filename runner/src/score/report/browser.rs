@@ -7,9 +7,10 @@
 
 use crate::engine::FinishReason;
 use crate::journal::SampleRecord;
+use crate::render::question::Question;
 use crate::score::aggregate::{reliability_bin, reliability_bin_label};
 use crate::score::contract;
-use crate::score::sample::{Question, SampleScore};
+use crate::score::sample::SampleScore;
 use crate::suite::creg::record::Scenario;
 use base64::Engine as _;
 use serde::Serialize;

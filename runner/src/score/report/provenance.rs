@@ -111,7 +111,7 @@ impl Provenance {
                 }
             }
             out.push((format!("run {}", r.label), parts.join("; ")));
-            if let Some(note) = crate::engine::served::identity::report_note(&r.identity) {
+            if let Some(note) = served_note(&r.identity) {
                 out.push((format!("run {} server", r.label), note));
             }
         }
@@ -142,10 +142,45 @@ fn rounded(v: &Value) -> Value {
     }
 }
 
+/// The report's line on a served run, from the facts the served engine put in the
+/// manifest: how prompts reached the server and whether its samples may depend on the
+/// server's batching.
+fn served_note(run_identity: &Value) -> Option<String> {
+    let m = run_identity.get("model")?;
+    if m.get("kind").and_then(Value::as_str) != Some("served") {
+        return None;
+    }
+    let name = m.get("served_model").and_then(Value::as_str).unwrap_or("?");
+    let mode = m.get("prompt_mode").and_then(Value::as_str).unwrap_or("?");
+    let deterministic = m.get("server_deterministic").and_then(Value::as_bool) == Some(true);
+    Some(format!(
+        "served model {name}, {mode} mode; {}",
+        if deterministic {
+            "the server was declared batch-invariant (--server-deterministic)"
+        } else {
+            "the server was not declared batch-invariant: samples may depend on the server's \
+             batching, so resumed or repeated samples may differ"
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::rounded;
+    use super::{rounded, served_note};
     use serde_json::json;
+
+    #[test]
+    fn the_report_says_when_samples_may_depend_on_batching() {
+        let served = |d: bool| {
+            json!({"model": {"kind": "served", "served_model": "m", "prompt_mode": "chat",
+                             "server_deterministic": d}})
+        };
+        assert!(served_note(&served(false))
+            .unwrap()
+            .contains("may depend on the server's batching"));
+        assert!(!served_note(&served(true)).unwrap().contains("may depend"));
+        assert_eq!(served_note(&json!({"model": {"kind": "candle"}})), None);
+    }
 
     #[test]
     fn provenance_shows_sampling_parameters_as_written() {

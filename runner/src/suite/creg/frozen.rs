@@ -25,6 +25,11 @@ pub fn frozen_suite() -> Result<Vec<Scenario>, LoadError> {
     load::parse_jsonl(Path::new(SUITE_FILE), FROZEN_JSONL)
 }
 
+/// The frozen suite with the SHA-256 of its bytes.
+pub fn frozen_suite_hashed() -> Result<(Vec<Scenario>, String), LoadError> {
+    Ok((frozen_suite()?, sha256_hex(FROZEN_JSONL.as_bytes())))
+}
+
 /// Regenerates the suite from the embedded specification.
 pub fn regenerate() -> Result<Vec<Scenario>, GenerateError> {
     generator::generate(NormativeSpec::frozen(), NormativeSpec::frozen_sha256())

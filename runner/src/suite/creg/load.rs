@@ -41,6 +41,12 @@ pub enum LoadError {
 
 /// Reads a JSONL suite from disk.
 pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
+    load_file_hashed(path).map(|(suite, _)| suite)
+}
+
+/// Reads a JSONL suite from disk, with the SHA-256 of the bytes read (a run's request
+/// ids are keyed on it).
+pub fn load_file_hashed(path: &Path) -> Result<(Vec<Scenario>, String), LoadError> {
     let bytes = std::fs::read(path).map_err(|cause| LoadError::Io {
         file: path.to_path_buf(),
         cause,
@@ -50,7 +56,7 @@ pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
         line: crate::strict::line_at(&bytes, e.valid_up_to()),
         byte: e.valid_up_to() + 1,
     })?;
-    parse_jsonl(path, text)
+    Ok((parse_jsonl(path, text)?, crate::digest::sha256_hex(&bytes)))
 }
 
 /// Parses JSONL text; `file` is only used in messages. Blank lines are skipped.

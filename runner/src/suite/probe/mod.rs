@@ -13,4 +13,5 @@ pub mod provenance;
 pub mod records;
 pub mod replay;
 pub mod response;
+pub mod set;
 mod wording;
