@@ -164,6 +164,11 @@ pub struct Outcome {
     pub batch: Option<crate::engine::BatchStats>,
 }
 
+/// Samples journaled together at most, while a backend call is still running.
+pub const JOURNAL_EVERY: usize = 16;
+/// Time at most between two appends of finished samples while a call runs.
+const JOURNAL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs (or resumes) `workload` on `backend` in `dir` under `manifest`.
 pub fn execute(
     backend: &mut dyn Backend,
@@ -229,7 +234,11 @@ pub fn execute(
             samples += pending[end].seeds.len();
             end += 1;
         }
-        let mut finished: Vec<SampleRecord> = Vec::with_capacity(samples);
+        // A call can hold hundreds of samples and run for many minutes: what finishes is
+        // journaled as it comes, a few at a time (each append is one fsync), so a crash
+        // loses at most the last few seconds of work, not the whole call.
+        let mut finished: Vec<SampleRecord> = Vec::with_capacity(samples.min(JOURNAL_EVERY));
+        let mut last_append = Instant::now();
         let mut failure: Option<RunError> = None;
         let result = backend.generate_each(&pending[start..end], &mut |sample: Sample| {
             if failure.is_some() {
@@ -250,6 +259,16 @@ pub fn execute(
                     running.generated_tokens += sample.generated_tokens();
                     record.scores = s.scores;
                     finished.push(record);
+                    if finished.len() >= JOURNAL_EVERY || last_append.elapsed() >= JOURNAL_INTERVAL
+                    {
+                        match journal.append(&finished) {
+                            Ok(()) => {
+                                finished.clear();
+                                last_append = Instant::now();
+                            }
+                            Err(e) => failure = Some(e.into()),
+                        }
+                    }
                     observer.sample(&running);
                 }
                 Err(message) => {

@@ -21,6 +21,7 @@ mod probe_loader;
 mod reliability;
 mod report_files;
 mod run_creg;
+mod run_journal;
 mod run_probe;
 mod score_fuzz;
 mod score_reports;
