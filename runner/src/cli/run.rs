@@ -6,15 +6,15 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use runner::engine::candle::DeviceChoice;
 use runner::engine::Sampling;
-use runner::journal::{self, Manifest};
+use runner::journal;
 use runner::plan::probe::ProbePlan;
 use runner::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
 use runner::run::creg::{self, CregWorkload};
 use runner::run::model::{self, ModelOptions};
 use runner::run::probe::ProbeWorkload;
+use runner::run::rescore::{self, Event, Rescore};
 use runner::run::{execute, folder, manifest, Outcome, Workload};
 use runner::suite::probe::set::ProbeSet;
-use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -285,119 +285,48 @@ pub struct ScoreArgs {
     bench_bytes: Vec<usize>,
 }
 
-/// The workload a journaled run was planned with, rebuilt from its manifest.
-fn workload_of(
-    dir: &Path,
-    m: Manifest,
-    suite_file: Option<&Path>,
-) -> Result<(Box<dyn Workload>, Manifest)> {
-    let w = manifest::rebuild(&m.identity, suite_file)
-        .with_context(|| format!("{}", dir.join(journal::MANIFEST_FILE).display()))?;
-    Ok((w, m))
-}
-
-fn label_of(m: &Manifest, dir: &Path) -> String {
-    m.identity
-        .pointer("/model/name")
-        .and_then(Value::as_str)
-        .map(String::from)
-        .unwrap_or_else(|| dir.display().to_string())
-}
-
 /// `runner score RUN_DIR...`: rescores journals with the streaming scorer's code.
 pub fn score(args: ScoreArgs) -> Result<ExitCode> {
     if args.bench {
         return super::score::bench(&args.bench_bytes);
     }
-    if args.dirs.is_empty() {
-        bail!("give one or more run folders (outputs/<model>/<run>), or --bench");
-    }
-    let mut runs = Vec::new();
-    let mut manifests = Vec::new();
-    let mut workload = None;
-    let mut family = None;
-    // Which run first holds each (model, request, seed): pooled runs must not count a
-    // sample twice.
-    let mut holder: std::collections::HashMap<(String, String, u64), usize> =
-        std::collections::HashMap::new();
-    for (k, dir) in args.dirs.iter().enumerate() {
-        let reading = journal::read_run(dir)?;
-        let (w, m) = workload_of(dir, reading.manifest.clone(), args.suite_file.as_deref())?;
-        // CREG and Probe runs do not mix (each run's suite is checked against the same file).
-        let this = m.identity.pointer("/suite/family").cloned();
-        if family.get_or_insert_with(|| this.clone()) != &this {
-            bail!(
-                "{}: a {} run cannot be scored together with the runs before it",
-                dir.display(),
-                w.name()
-            );
-        }
-        let label = label_of(&m, dir);
-        let title = format!("{}: {label}", w.name());
-        let runs_one = [(label.clone(), reading.records.clone())];
-        let summary = w.report(&runs_one, dir, &title)?;
-        if args.dirs.len() == 1 {
-            print!("{summary}");
-        }
-        eprintln!(
-            "{}: {} samples rescored; reports rewritten",
-            dir.display(),
-            runs_one[0].1.len()
-        );
-        let [(l, mut r)] = runs_one;
-        manifests
-            .push(json!({"label": l, "dir": dir, "identity": m.identity, "context": m.context}));
-        let mut overlap = Vec::new();
-        r.retain(|rec| {
-            let key = (l.clone(), rec.request_id.clone(), rec.seed);
-            match holder.get(&key) {
-                Some(&first) if first != k => {
-                    overlap.push((first, rec.request_id.clone(), rec.seed));
-                    false
-                }
-                _ => {
-                    holder.insert(key, k);
-                    true
-                }
-            }
-        });
-        if let Some((first, request, seed)) = overlap.first() {
-            if !args.keep_first {
-                bail!(
-                    "{} and {} both hold {} samples of model {l} (e.g. request {request} seed \
-                     {seed}): pooled, they would count twice. Score them apart, merge shards \
-                     with `runner merge`, or pass --keep-first to keep the first run's samples",
-                    args.dirs[*first].display(),
-                    dir.display(),
-                    overlap.len()
-                );
+    let job = Rescore {
+        dirs: &args.dirs,
+        suite_file: args.suite_file.as_deref(),
+        keep_first: args.keep_first,
+        combined_out: args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("outputs").join("combined")),
+    };
+    rescore::rescore(&job, &mut |event| match event {
+        Event::Rescored {
+            dir,
+            samples,
+            summary,
+        } => {
+            if let Some(s) = summary {
+                print!("{s}");
             }
             eprintln!(
-                "{}: {} samples already held by {} left out (--keep-first)",
-                dir.display(),
-                overlap.len(),
-                args.dirs[*first].display()
+                "{}: {samples} samples rescored; reports rewritten",
+                dir.display()
             );
         }
-        runs.push((l, r));
-        workload = Some(w);
-    }
-    if runs.len() > 1 {
-        let w = workload.context("at least one run")?;
-        let out = args
-            .out
-            .unwrap_or_else(|| PathBuf::from("outputs").join("combined"));
-        // The combined report's provenance: the manifests of the runs it combines.
-        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-        let sources = out.join(runner::score::report::provenance::RUNS_FILE);
-        std::fs::write(&sources, serde_json::to_string_pretty(&manifests)?)
-            .with_context(|| format!("writing {}", sources.display()))?;
-        let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
-        let title = format!("{}: combined runs ({})", w.name(), labels.join(", "));
-        let summary = w.report(&runs, &out, &title)?;
-        print!("{summary}");
-        eprintln!("combined reports in {}", out.display());
-    }
+        Event::LeftOut {
+            dir,
+            samples,
+            holder,
+        } => eprintln!(
+            "{}: {samples} samples already held by {} left out (--keep-first)",
+            dir.display(),
+            holder.display()
+        ),
+        Event::Combined { out, summary } => {
+            print!("{summary}");
+            eprintln!("combined reports in {}", out.display());
+        }
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -420,7 +349,7 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
     let n = journal::merge(&args.dirs, &args.out)?;
     let m = journal::read_manifest(&args.out)?
         .with_context(|| format!("{}: the merge wrote no manifest", args.out.display()))?;
-    let (w, _) = workload_of(&args.out, m, args.suite_file.as_deref())?;
+    let w = rescore::workload_of(&args.out, &m, args.suite_file.as_deref())?;
     let planned: usize = w.jobs().iter().map(|j| j.request.seeds.len()).sum();
     eprintln!(
         "{n} samples from {} shard runs merged into {}",

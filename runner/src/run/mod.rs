@@ -14,6 +14,7 @@ pub mod limits;
 pub mod manifest;
 pub mod model;
 pub mod probe;
+pub mod rescore;
 pub mod smoke;
 
 use crate::engine::{Backend, EngineError, Request, Sample, Sampling};
