@@ -97,7 +97,7 @@ pub struct SampleRecord {
     pub prompt_sha256: String,
     pub text: String,
     pub tokens: usize,
-    pub finish_reason: crate::engine::FinishReason,
+    pub finish_reason: crate::finish::FinishReason,
     /// Milliseconds: prefill share and decode.
     pub prefill_ms: f64,
     pub decode_ms: f64,

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod digest;
 pub mod engine;
+pub mod finish;
 pub mod fsutil;
 pub mod id;
 pub mod journal;

@@ -81,15 +81,7 @@ pub struct Request {
     pub sampling: Sampling,
 }
 
-/// Why decoding of a sample ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FinishReason {
-    /// The model produced one of its end-of-sequence tokens (not included in the text).
-    Stop,
-    /// `max_new_tokens` were produced without an end-of-sequence token.
-    Length,
-}
+pub use crate::finish::FinishReason;
 
 /// Wall-clock seconds spent on a sample. Work is batched, so these are the times of the
 /// batch steps the sample took part in, not exclusive costs.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::FinishReason;
+use crate::finish::FinishReason;
 use serde_json::json;
 
 fn temp(name: &str) -> PathBuf {

@@ -6,7 +6,7 @@ use crate::suite::creg::record::{ActionType, EvidenceId, ReferenceState};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::engine::FinishReason;
+use crate::finish::FinishReason;
 
 /// Why an answer breaks the contract.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

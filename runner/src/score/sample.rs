@@ -5,7 +5,7 @@
 use super::contract;
 use super::metrics::{self, ActionScore, BeliefScore, ContradictionScore, ExplanationScore};
 use super::reference::{BeliefReference, EndpointReference};
-use crate::engine::FinishReason;
+use crate::finish::FinishReason;
 use crate::render::question::Question;
 use crate::suite::creg::record::Scenario;
 use serde::Serialize;

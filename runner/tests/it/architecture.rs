@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Helpers every stage may use; they import no stage themselves.
-const SHARED: &[&str] = &["id", "digest", "strict", "fsutil"];
+const SHARED: &[&str] = &["id", "digest", "strict", "fsutil", "finish"];
 
 /// What each stage may import besides itself and `SHARED`. The order is the data flow;
 /// the exceptions are narrower than "everything upstream": the engine proper is a
@@ -19,7 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("engine", &[]),
     ("engine/baseline", &["engine", "suite", "render"]),
     ("journal", &["engine", "plan"]),
-    ("score", &["suite", "render", "plan", "engine", "journal"]),
+    ("score", &["suite", "render", "plan", "journal"]),
     // The benchmarks drive the engine, the suite, the renderer and the scorer together
     // (`runner bench`, `score --bench`, ...), so like `run` they sit at the end of the flow.
     (
@@ -42,6 +42,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("digest", &[]),
     ("strict", &[]),
     ("fsutil", &[]),
+    ("finish", &[]),
     ("lib", &["*"]),
     ("main", &["*"]),
 ];

@@ -5,7 +5,7 @@
 //! once, keyed. Both parts travel gzip-compressed in the page and are inflated by the
 //! browser after the first paint.
 
-use crate::engine::FinishReason;
+use crate::finish::FinishReason;
 use crate::journal::SampleRecord;
 use crate::render::question::Question;
 use crate::score::aggregate::{reliability_bin, reliability_bin_label};
