@@ -251,8 +251,8 @@ pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
     if let Some(u) = outcome.batch.as_ref().and_then(|b| b.utilization()) {
         let b = outcome.batch.unwrap_or_default();
         println!(
-            "batch utilization {u:.3} ({} tokens in {} row-steps over {} decode steps)",
-            b.generated_tokens, b.row_steps, b.steps
+            "batch utilization {u:.3} ({} rows decoded in {} row-steps over {} decode steps)",
+            b.rows_decoded, b.row_steps, b.steps
         );
     }
 }

@@ -4,7 +4,8 @@
 //! Newcomers are prefilled one prompt at a time in their own cache, in chunks of a
 //! token budget per step, so that the running rows keep decoding between chunks. A
 //! fully prefilled prompt is forked per seed and joined to the running batch by one
-//! copy of the batch's cache ([`KvCache::join_rows`], left-padding the shorter rows);
+//! copy of the batch's cache ([`KvCache::join_rows`], left-padding the shorter rows),
+//! in which the rows that finished in the same step are left out; without newcomers,
 //! finished rows are dropped by a gather of the slots in use. A slot table that needs
 //! no compaction would save those copies, but attention would then read (and the
 //! kernels mask) the dead slots at every step, which on the CPU costs more than the
@@ -16,9 +17,10 @@
 //! one does; every other op computes a token from its own row alone.
 
 use super::kv_cache::KvCache;
+use super::phases::{timed, PhaseTimes};
 use super::sampler::StreamKey;
 use super::{step, Engine};
-use crate::engine::{BatchStats, EngineError, FinishReason, Request, Sample, Sampling, Timings};
+use crate::engine::{BatchStats, EngineError, Request, Sample, Sampling, Timings};
 use candle_core::Tensor;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -81,10 +83,17 @@ impl Engine {
 
     /// Decodes `pending` (request, prompt ids) with continuous batching, handing over
     /// each sample as it finishes.
+    ///
+    /// Each step: the running rows choose their tokens and the finished ones are handed
+    /// over; waiting prompts take the freed places and are prefilled within the step's
+    /// token budget; newcomers whose prompts are in choose their first token; then one
+    /// copy of the cache drops the finished rows and adds the newcomers, and one forward
+    /// pass decodes every row.
     pub(super) fn run_continuous(
         &self,
         pending: &[(&Request, Vec<u32>)],
         stats: &mut BatchStats,
+        times: &mut PhaseTimes,
         peak: &mut usize,
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
@@ -97,6 +106,25 @@ impl Engine {
         let chunk = self.prefill_chunk();
         let mut step_start: Option<Instant> = None;
         loop {
+            // The running rows' next tokens, from the last forward pass.
+            let mut chosen = 0;
+            let mut keep: Vec<usize> = Vec::new();
+            if let Some(step_logits) = logits.take() {
+                let next = self.choose(&step_logits, &rows, times)?;
+                if let Some(t) = step_start.take() {
+                    let dt = t.elapsed().as_secs_f64();
+                    rows.iter_mut().for_each(|r| r.decode_s += dt);
+                }
+                chosen += rows.len();
+                let running = std::mem::take(&mut rows);
+                for (i, row) in running.into_iter().enumerate() {
+                    if let Some(row) = self.advance(row, next[i], times, on_sample)? {
+                        keep.push(i);
+                        rows.push(row);
+                    }
+                }
+            }
+
             // Admit waiting prompts while their rows fit beside the running ones.
             while let Some(&next) = queue.front() {
                 let (request, prompt) = &pending[next];
@@ -144,21 +172,27 @@ impl Engine {
                         inc.logits = Some(out);
                         self.device.synchronize()?;
                     }
-                    inc.prefill_s += t.elapsed().as_secs_f64();
+                    let dt = t.elapsed().as_secs_f64();
+                    inc.prefill_s += dt;
+                    times.prefill_s += dt;
                     budget = budget.saturating_sub(len);
                 }
             }
 
-            // Newcomers whose prompts are in join the batch, one row per seed.
+            // Newcomers whose prompts are in choose their first token, one row per seed.
             let (ready, still): (Vec<Incoming>, Vec<Incoming>) =
                 incoming.into_iter().partition(|i| i.logits.is_some());
             incoming = still;
+            let mut joining: Vec<(&Incoming, Vec<usize>)> = Vec::new();
             if !ready.is_empty() {
-                let (c, l) = self.admit(cache.take(), logits.take(), &rows, &ready)?;
+                let mut new_rows = Vec::new();
+                let mut forks = Vec::new();
                 for inc in &ready {
                     waiting_rows -= inc.rows();
+                    let l = inc.logits.as_ref().expect("ready newcomers have logits");
+                    forks.push(l.broadcast_as((inc.rows(), l.dim(1)?))?.contiguous()?);
                     for &seed in &inc.request.seeds {
-                        rows.push(Row {
+                        new_rows.push(Row {
                             request: inc.request,
                             seed,
                             key: StreamKey::new(seed, &inc.request.id),
@@ -169,76 +203,59 @@ impl Engine {
                         });
                     }
                 }
-                stats.joins += 1;
-                (cache, logits) = (Some(c), Some(l));
+                let first = if forks.len() == 1 {
+                    forks.remove(0)
+                } else {
+                    Tensor::cat(&forks, 0)?
+                };
+                let next = self.choose(&first, &new_rows, times)?;
+                chosen += new_rows.len();
+                let mut new_rows = new_rows.into_iter().zip(next);
+                for inc in &ready {
+                    let mut survivors = 0;
+                    for (row, token) in new_rows.by_ref().take(inc.rows()) {
+                        if let Some(row) = self.advance(row, token, times, on_sample)? {
+                            rows.push(row);
+                            survivors += 1;
+                        }
+                    }
+                    if survivors > 0 {
+                        joining.push((inc, vec![0; survivors]));
+                    }
+                }
             }
-            let Some(step_logits) = logits.take() else {
+            stats.generated_tokens += chosen;
+
+            // One copy of the cache drops the finished rows and adds the newcomers.
+            let running = cache.take().filter(|_| !keep.is_empty());
+            let mut c = if !joining.is_empty() {
+                let mut parts: Vec<(&KvCache, &[usize])> = Vec::new();
+                if let Some(c) = &running {
+                    parts.push((c, &keep));
+                }
+                parts.extend(
+                    joining
+                        .iter()
+                        .map(|(inc, fork)| (&inc.cache, fork.as_slice())),
+                );
+                // Room for the longest row to finish without regrowing, within the
+                // extent the KV budget was checked against.
+                let extent = rows.iter().map(Row::extent).max().unwrap_or(0);
+                stats.joins += 1;
+                timed(&mut times.cache_s, || KvCache::join_rows(&parts, extent))?
+            } else if let Some(mut c) = running {
+                if keep.len() < c.rows() {
+                    timed(&mut times.cache_s, || c.select(&keep))?;
+                }
+                c
+            } else {
                 if queue.is_empty() && incoming.is_empty() {
                     return Ok(());
                 }
                 continue;
             };
+            drop(ready);
 
-            // Choose every running row's next token; hand over the rows that finish.
-            let draws: Vec<(Sampling, f64)> = rows
-                .iter()
-                .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
-                .collect();
-            if let Some(trace) = &self.logit_trace {
-                let all: Vec<Vec<f32>> = step_logits.to_vec2()?;
-                for (row, l) in rows.iter().zip(&all) {
-                    trace.record(&row.request.id, row.seed, row.tokens.len(), l);
-                }
-            }
-            let mut choice = step::ChoiceStats::default();
-            let next = step::next_tokens(&step_logits, &draws, &mut choice)?;
-            if let Some(t) = step_start.take() {
-                let dt = t.elapsed().as_secs_f64();
-                rows.iter_mut().for_each(|r| r.decode_s += dt);
-            }
-            stats.steps += 1;
-            stats.rows_decoded += rows.len();
-            stats.generated_tokens += rows.len();
-            stats.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
-            let mut keep = Vec::new();
-            let mut kept = Vec::new();
-            for (i, (mut row, tok)) in std::mem::take(&mut rows).into_iter().zip(next).enumerate() {
-                let finish = if self.eos.contains(&tok) {
-                    Some(FinishReason::Stop)
-                } else {
-                    row.tokens.push(tok);
-                    (row.tokens.len() >= row.request.max_new_tokens).then_some(FinishReason::Length)
-                };
-                match finish {
-                    Some(reason) => on_sample(Sample {
-                        request_id: row.request.id.clone(),
-                        seed: row.seed,
-                        text: self.decode(&row.tokens)?,
-                        prompt_tokens: row.prompt_tokens,
-                        token_ids: row.tokens,
-                        reported_tokens: None,
-                        finish_reason: reason,
-                        timings: Timings {
-                            prefill_s: row.prefill_s,
-                            decode_s: row.decode_s,
-                        },
-                    }),
-                    None => {
-                        keep.push(i);
-                        kept.push(row);
-                    }
-                }
-            }
-            rows = kept;
-            let Some(mut c) = cache.take() else {
-                return Err(EngineError::Model("a running batch without a cache".into()));
-            };
-            if rows.is_empty() {
-                continue;
-            }
-            if keep.len() < c.rows() {
-                c.select(&keep)?;
-            }
             if self
                 .simulated_oom_above
                 .is_some_and(|limit| rows.len() > limit)
@@ -247,57 +264,70 @@ impl Engine {
                     "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
                 )));
             }
+            stats.steps += 1;
+            stats.rows_decoded += rows.len();
+            stats.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
             step_start = Some(Instant::now());
             let last: Vec<u32> = rows
                 .iter()
-                .map(|r| *r.tokens.last().expect("a token was pushed"))
+                .map(|r| *r.tokens.last().expect("a running row has a token"))
                 .collect();
             let tokens = Tensor::from_vec(last, (rows.len(), 1), &self.device)?;
-            logits = Some(self.model.forward(&tokens, &mut c)?);
+            logits = Some(timed(&mut times.forward_s, || {
+                self.model.forward(&tokens, &mut c)
+            })?);
             cache = Some(c);
         }
     }
 
-    /// The running batch's cache and logits with the ready newcomers' rows after its
-    /// own, one row per seed.
-    fn admit(
+    /// The next token of each row from `logits` (rows, vocab), in the rows' order.
+    fn choose(
         &self,
-        cache: Option<KvCache>,
-        logits: Option<Tensor>,
+        logits: &Tensor,
         rows: &[Row],
-        ready: &[Incoming],
-    ) -> Result<(KvCache, Tensor), EngineError> {
-        let all: Vec<usize> = (0..rows.len()).collect();
-        let forks: Vec<Vec<usize>> = ready.iter().map(|i| vec![0; i.rows()]).collect();
-        let mut parts: Vec<(&KvCache, &[usize])> = Vec::new();
-        let mut out_logits = Vec::new();
-        if let (Some(c), Some(l)) = (&cache, &logits) {
-            parts.push((c, &all));
-            out_logits.push(l.clone());
+        times: &mut PhaseTimes,
+    ) -> Result<Vec<u32>, EngineError> {
+        if let Some(trace) = &self.logit_trace {
+            let all: Vec<Vec<f32>> = logits.to_vec2()?;
+            for (row, l) in rows.iter().zip(&all) {
+                trace.record(&row.request.id, row.seed, row.tokens.len(), l);
+            }
         }
-        for (inc, fork) in ready.iter().zip(&forks) {
-            parts.push((&inc.cache, fork));
-            let l = inc.logits.as_ref().expect("ready newcomers have logits");
-            out_logits.push(l.broadcast_as((fork.len(), l.dim(1)?))?.contiguous()?);
-        }
-        // Room for the longest row to finish without regrowing, within the extent the
-        // KV budget was checked against.
-        let extent = rows
+        let draws: Vec<(Sampling, f64)> = rows
             .iter()
-            .map(Row::extent)
-            .chain(
-                ready
-                    .iter()
-                    .map(|i| i.prompt.len() + i.request.max_new_tokens),
-            )
-            .max()
-            .unwrap_or(0);
-        let joined = KvCache::join_rows(&parts, extent)?;
-        let logits = if out_logits.len() == 1 {
-            out_logits.remove(0)
-        } else {
-            Tensor::cat(&out_logits, 0)?
+            .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
+            .collect();
+        let mut choice = step::ChoiceStats::default();
+        Ok(timed(&mut times.choose_s, || {
+            step::next_tokens(logits, &draws, &mut choice)
+        })?)
+    }
+
+    /// Adds `token` to `row`; a row that this finishes is handed over (None back).
+    fn advance<'a>(
+        &self,
+        mut row: Row<'a>,
+        token: u32,
+        times: &mut PhaseTimes,
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<Option<Row<'a>>, EngineError> {
+        let max_new = row.request.max_new_tokens;
+        let Some(reason) = step::advance(&mut row.tokens, token, &self.eos, max_new) else {
+            return Ok(Some(row));
         };
-        Ok((joined, logits))
+        let t = Instant::now();
+        on_sample(self.finished_sample(
+            row.request,
+            row.seed,
+            row.tokens,
+            row.prompt_tokens,
+            reason,
+            Timings {
+                prefill_s: row.prefill_s,
+                decode_s: row.decode_s,
+            },
+        )?);
+        times.hand_over_s += t.elapsed().as_secs_f64();
+        Ok(None)
     }
 }

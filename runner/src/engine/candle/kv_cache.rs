@@ -7,8 +7,8 @@
 //! (to fork one prefill into several seeds), and caches of separately prefilled groups
 //! can be joined.
 
-use candle_core::backend::{BackendDevice, BackendStorage};
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CudaStorage, InplaceOp2, Layout, Result, Tensor};
 
 /// Keys and values live in buffers with room for more slots than they hold, written in
 /// place: appending by concatenation would copy the whole cache at every decode step.
@@ -187,18 +187,19 @@ impl KvCache {
         let pad: Vec<usize> = rows.iter().map(|&r| self.pad[r]).collect();
         let drop = pad.iter().copied().min().unwrap_or(0);
         for (k, v) in self.layers.iter_mut().flatten() {
-            let gather = GatherSlots {
+            let (_, heads, cap, d) = k.dims4()?;
+            let place = PlaceSlots {
                 rows: rows.to_vec(),
                 first: drop,
                 len: self.slots - drop,
-                cap: k.dim(2)? - drop,
                 to: 0,
+                at: 0,
             };
-            *k = k.apply_op1_no_bwd(&gather)?;
-            *v = v.apply_op1_no_bwd(&gather)?;
-            let (_, heads, _, d) = k.dims4()?;
+            let shape = (rows.len(), heads, cap - drop, d);
+            *k = place.onto_zeros(k, shape)?;
+            *v = place.onto_zeros(v, shape)?;
             self.selected_bytes +=
-                2 * rows.len() * heads * gather.len * d * k.dtype().size_in_bytes();
+                2 * rows.len() * heads * place.len * d * k.dtype().size_in_bytes();
         }
         self.pad = pad.iter().map(|p| p - drop).collect();
         self.slots -= drop;
@@ -283,10 +284,12 @@ impl KvCache {
         for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
             pad.extend(rows.iter().map(|&r| c.pad[r] - drop + (slots - len)));
         }
+        let total: usize = parts.iter().map(|(_, rows)| rows.len()).sum();
         let mut out = Vec::with_capacity(layers);
         for l in 0..layers {
-            let mut ks = Vec::new();
-            let mut vs = Vec::new();
+            // One buffer per layer that every part is copied into: one copy of each row.
+            let mut joined: Option<(Tensor, Tensor)> = None;
+            let mut at = 0;
             for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
                 if rows.is_empty() {
                     continue;
@@ -294,21 +297,26 @@ impl KvCache {
                 let Some((k, v)) = &c.layers[l] else {
                     candle_core::bail!("joining a cache that was never filled")
                 };
-                let gather = GatherSlots {
+                let (jk, jv) = match &joined {
+                    Some(j) => j.clone(),
+                    None => {
+                        let (_, heads, _, d) = k.dims4()?;
+                        let zeros = || Tensor::zeros((total, heads, cap, d), k.dtype(), k.device());
+                        joined.insert((zeros()?, zeros()?)).clone()
+                    }
+                };
+                let place = PlaceSlots {
                     rows: rows.to_vec(),
                     first: drop,
                     len,
-                    cap,
                     to: slots - len,
+                    at,
                 };
-                ks.push(k.apply_op1_no_bwd(&gather)?);
-                vs.push(v.apply_op1_no_bwd(&gather)?);
+                jk.inplace_op2(k, &place)?;
+                jv.inplace_op2(v, &place)?;
+                at += rows.len();
             }
-            out.push(if ks.len() == 1 {
-                Some((ks.remove(0), vs.remove(0)))
-            } else {
-                Some((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
-            });
+            out.push(joined);
         }
         Ok(KvCache {
             layers: out,
@@ -334,31 +342,43 @@ impl KvCache {
     }
 }
 
-/// Gathers rows of a (rows, heads, capacity, d) buffer into a new one of `cap` slots per
-/// row, holding slots `first..first + len` of each chosen row from slot `to` on, and
-/// zeros around them. A run of consecutive source rows is one 2-D copy (heads x run lines), so
-/// dropping finished rows costs a copy per run of survivors, a fork one per row.
-struct GatherSlots {
+/// Copies slots `first..first + len` of the chosen rows of a (rows, heads, capacity, d)
+/// buffer into rows `at..` of another such buffer, from slot `to` on. A run of
+/// consecutive source rows is one 2-D copy (heads x run lines), so dropping finished
+/// rows costs a copy per run of survivors, a fork one per row.
+struct PlaceSlots {
     rows: Vec<usize>,
     first: usize,
     len: usize,
-    cap: usize,
     to: usize,
+    at: usize,
 }
 
-impl GatherSlots {
-    fn run<S>(&self, src: &S, layout: &Layout) -> Result<(S, Shape)>
-    where
-        S: BackendStorage,
-        S::Device: BackendDevice<Storage = S>,
-    {
-        let (_, heads, src_cap, d) = layout.shape().dims4()?;
-        let fits = self.first + self.len <= src_cap && self.to + self.len <= self.cap;
-        if !layout.is_contiguous() || !fits {
-            candle_core::bail!("gather-slots: a contiguous buffer with the slots asked for")
+impl PlaceSlots {
+    /// A new zeroed buffer of `shape` with the chosen slots placed in it.
+    fn onto_zeros(&self, src: &Tensor, shape: (usize, usize, usize, usize)) -> Result<Tensor> {
+        let dst = Tensor::zeros(shape, src.dtype(), src.device())?;
+        dst.inplace_op2(src, self)?;
+        Ok(dst)
+    }
+
+    fn run<S: BackendStorage>(
+        &self,
+        dst: &mut S,
+        dst_l: &Layout,
+        src: &S,
+        src_l: &Layout,
+    ) -> Result<()> {
+        let (src_rows, heads, src_cap, d) = src_l.shape().dims4()?;
+        let (dst_rows, dst_heads, cap, dst_d) = dst_l.shape().dims4()?;
+        let fits = self.first + self.len <= src_cap
+            && self.to + self.len <= cap
+            && self.at + self.rows.len() <= dst_rows
+            && self.rows.iter().all(|&r| r < src_rows)
+            && (heads, d) == (dst_heads, dst_d);
+        if !src_l.is_contiguous() || !dst_l.is_contiguous() || !fits {
+            candle_core::bail!("place-slots: contiguous buffers with the rows and slots asked for")
         }
-        let shape = Shape::from((self.rows.len(), heads, self.cap, d));
-        let mut dst = src.device().zeros_impl(&shape, src.dtype())?;
         let mut i = 0;
         while i < self.rows.len() {
             let mut run = 1;
@@ -366,31 +386,43 @@ impl GatherSlots {
                 run += 1;
             }
             src.copy2d(
-                &mut dst,
+                dst,
                 run * heads,
                 self.len * d,
                 src_cap * d,
-                self.cap * d,
-                layout.start_offset() + (self.rows[i] * heads * src_cap + self.first) * d,
-                (i * heads * self.cap + self.to) * d,
+                cap * d,
+                src_l.start_offset() + (self.rows[i] * heads * src_cap + self.first) * d,
+                dst_l.start_offset() + ((self.at + i) * heads * cap + self.to) * d,
             )?;
             i += run;
         }
-        Ok((dst, shape))
+        Ok(())
     }
 }
 
-impl CustomOp1 for GatherSlots {
+impl InplaceOp2 for PlaceSlots {
     fn name(&self) -> &'static str {
-        "gather-slots"
+        "place-slots"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        self.run(storage, layout)
+    fn cpu_fwd(
+        &self,
+        dst: &mut CpuStorage,
+        dst_l: &Layout,
+        src: &CpuStorage,
+        src_l: &Layout,
+    ) -> Result<()> {
+        self.run(dst, dst_l, src, src_l)
     }
 
-    fn cuda_fwd(&self, storage: &CudaStorage, layout: &Layout) -> Result<(CudaStorage, Shape)> {
-        self.run(storage, layout)
+    fn cuda_fwd(
+        &self,
+        dst: &mut CudaStorage,
+        dst_l: &Layout,
+        src: &CudaStorage,
+        src_l: &Layout,
+    ) -> Result<()> {
+        self.run(dst, dst_l, src, src_l)
     }
 }
 
@@ -540,6 +572,51 @@ mod tests {
         let first: Vec<f32> = k.get(0)?.flatten_all()?.to_vec1()?;
         assert_eq!(&first[..4], &[0.0; 4]);
         assert_eq!(&first[4..], &[1.0; 6]);
+        Ok(())
+    }
+
+    /// A one-layer cache whose slot `s` of row `r` holds `base + 100 * r + s` (padding
+    /// included), with room for `cap` slots.
+    fn numbered(pad: Vec<usize>, slots: usize, cap: usize, base: f32) -> Result<KvCache> {
+        let rows = pad.len();
+        let mut c = KvCache::new(1, pad);
+        c.reserve(cap)?;
+        let data: Vec<f32> = (0..rows)
+            .flat_map(|r| (0..slots).map(move |s| base + (100 * r + s) as f32))
+            .collect();
+        let kv = Tensor::from_vec(data, (rows, 1, slots, 1), &Device::Cpu)?;
+        c.append(0, &kv, &kv)?;
+        c.advance(slots);
+        Ok(c)
+    }
+
+    #[test]
+    fn join_rows_copies_chosen_rows_of_each_part_once_into_one_padded_buffer() -> Result<()> {
+        // A running batch of three rows (6 slots, row 1 padded by 4) and a newcomer of
+        // one row (3 slots) forked twice.
+        let running = numbered(vec![1, 4, 0], 6, 9, 0.0)?;
+        let newcomer = numbered(vec![0], 3, 3, 1000.0)?;
+        let c = KvCache::join_rows(&[(&running, &[0, 2]), (&newcomer, &[0, 0])], 8)?;
+        // Row 1 left: the shared padding of the rows kept is 0, so 6 slots stay.
+        assert_eq!(c.slots(), 6);
+        assert_eq!(c.pad(), &[1, 0, 3, 3]);
+        let (k, v) = c.layers[0].clone().unwrap();
+        assert_eq!(k.dims4()?, (4, 1, 8, 1));
+        let want = |row: usize, s: usize| -> f32 {
+            match row {
+                0 if s < 6 => s as f32,
+                1 if s < 6 => (200 + s) as f32,
+                2 | 3 if (3..6).contains(&s) => (1000 + s - 3) as f32,
+                _ => 0.0,
+            }
+        };
+        for t in [&k, &v] {
+            let got: Vec<f32> = t.flatten_all()?.to_vec1()?;
+            for (i, x) in got.iter().enumerate() {
+                assert_eq!(*x, want(i / 8, i % 8), "row {} slot {}", i / 8, i % 8);
+            }
+        }
+        assert!(KvCache::join_rows(&[(&running, &[3])], 8).is_err());
         Ok(())
     }
 }

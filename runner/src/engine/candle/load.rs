@@ -121,6 +121,7 @@ impl Engine {
             limits,
             scheduler: super::Scheduler::default(),
             batch_stats: Default::default(),
+            phase_times: Default::default(),
         })
     }
 }

@@ -17,6 +17,7 @@ pub mod llama;
 mod load;
 pub mod loader;
 mod nucleus;
+pub mod phases;
 pub mod registry;
 mod row_matmul;
 pub mod sampler;
@@ -30,6 +31,7 @@ use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
 pub use device::{default_dtype, select_device, DeviceChoice};
 use kv_cache::KvCache;
+pub use phases::PhaseTimes;
 pub use scheduler::{BatchLimits, LogitTrace, Scheduler, ROW_CAP};
 use tokenizers::Tokenizer;
 
@@ -60,6 +62,8 @@ pub struct Engine {
     scheduler: Scheduler,
     /// Running totals of the decode batch's fill, for [`crate::engine::Backend::batch_stats`].
     batch_stats: BatchStats,
+    /// Running totals of where decoding's wall time went, for `runner bench`.
+    phase_times: PhaseTimes,
     label: String,
 }
 

@@ -4,6 +4,7 @@
 //! shrinks on out-of-memory errors.
 
 use super::kv_cache::KvCache;
+use super::phases::{timed, PhaseTimes};
 use super::sampler::StreamKey;
 use super::{step, Engine};
 use crate::engine::{
@@ -89,6 +90,28 @@ impl LogitTrace {
 }
 
 impl Engine {
+    /// A finished row as the sample handed over.
+    pub(super) fn finished_sample(
+        &self,
+        request: &Request,
+        seed: u64,
+        tokens: Vec<u32>,
+        prompt_tokens: usize,
+        reason: FinishReason,
+        timings: Timings,
+    ) -> Result<Sample, EngineError> {
+        Ok(Sample {
+            request_id: request.id.clone(),
+            seed,
+            text: self.decode(&tokens)?,
+            prompt_tokens,
+            token_ids: tokens,
+            reported_tokens: None,
+            finish_reason: reason,
+            timings,
+        })
+    }
+
     /// Prefills prompts in groups that respect the token budget and joins their caches;
     /// the logits (prompts, vocab) stay on the device.
     pub(super) fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache), EngineError> {
@@ -141,6 +164,7 @@ impl Engine {
         prompts: &[Vec<u32>],
         waiting_rows: usize,
         batch: &mut BatchStats,
+        times: &mut PhaseTimes,
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
         struct Row<'a> {
@@ -155,6 +179,7 @@ impl Engine {
         // Kernels run asynchronously on a GPU: the prefill ends when they do.
         self.device.synchronize()?;
         let prefill_s = t0.elapsed().as_secs_f64();
+        times.prefill_s += prefill_s;
 
         // Fork: one cache row and one logits row per (request, seed).
         let mut fork = Vec::new();
@@ -174,11 +199,13 @@ impl Engine {
         let fork_ids: Vec<u32> = fork.iter().map(|&i| i as u32).collect();
         let mut logits =
             prompt_logits.index_select(&Tensor::new(fork_ids.as_slice(), &self.device)?, 0)?;
-        cache.select(&fork)?;
         let mut stats = step::ChoiceStats::default();
         let group_rows = fork.len();
         let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
-        cache.reserve(cache.slots() + longest)?;
+        timed(&mut times.cache_s, || {
+            cache.select(&fork)?;
+            cache.reserve(cache.slots() + longest)
+        })?;
 
         // A step runs from its forward pass until its tokens are chosen: on a GPU the
         // forward pass only queues kernels, and the wait falls in the logits transfer.
@@ -194,49 +221,42 @@ impl Engine {
                     trace.record(&row.request.id, row.seed, row.tokens.len(), l);
                 }
             }
-            let next = step::next_tokens(&logits, &draws, &mut stats)?;
+            let next = timed(&mut times.choose_s, || {
+                step::next_tokens(&logits, &draws, &mut stats)
+            })?;
             if let Some(t) = step_start.take() {
                 let dt = t.elapsed().as_secs_f64();
                 rows.iter_mut().for_each(|r| r.decode_s += dt);
             }
-            batch.steps += 1;
-            batch.rows_decoded += rows.len();
             batch.generated_tokens += rows.len();
-            batch.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
             let mut keep = Vec::new();
             let mut kept_rows = Vec::new();
+            let t = Instant::now();
             for (i, (mut row, tok)) in rows.into_iter().zip(next).enumerate() {
-                let finish = if self.eos.contains(&tok) {
-                    Some(FinishReason::Stop)
-                } else {
-                    row.tokens.push(tok);
-                    (row.tokens.len() >= row.request.max_new_tokens).then_some(FinishReason::Length)
-                };
-                match finish {
-                    Some(reason) => on_sample(Sample {
-                        request_id: row.request.id.clone(),
-                        seed: row.seed,
-                        text: self.decode(&row.tokens)?,
-                        prompt_tokens: prompts[fork[i]].len(),
-                        token_ids: row.tokens,
-                        reported_tokens: None,
-                        finish_reason: reason,
-                        timings: Timings {
+                match step::advance(&mut row.tokens, tok, &self.eos, row.request.max_new_tokens) {
+                    Some(reason) => on_sample(self.finished_sample(
+                        row.request,
+                        row.seed,
+                        row.tokens,
+                        prompts[fork[i]].len(),
+                        reason,
+                        Timings {
                             prefill_s,
                             decode_s: row.decode_s,
                         },
-                    }),
+                    )?),
                     None => {
                         keep.push(i);
                         kept_rows.push(row);
                     }
                 }
             }
+            times.hand_over_s += t.elapsed().as_secs_f64();
             if kept_rows.is_empty() {
                 return Ok(());
             }
             if keep.len() < fork.len() {
-                cache.select(&keep)?;
+                timed(&mut times.cache_s, || cache.select(&keep))?;
                 fork = keep.iter().map(|&i| fork[i]).collect();
             }
             rows = kept_rows;
@@ -248,13 +268,18 @@ impl Engine {
                     "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
                 )));
             }
+            batch.steps += 1;
+            batch.rows_decoded += rows.len();
+            batch.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
             step_start = Some(Instant::now());
             let last: Vec<u32> = rows
                 .iter()
                 .map(|r| *r.tokens.last().expect("a token was pushed"))
                 .collect();
             let tokens = Tensor::from_vec(last, (rows.len(), 1), &self.device)?;
-            logits = self.model.forward(&tokens, &mut cache)?;
+            logits = timed(&mut times.forward_s, || {
+                self.model.forward(&tokens, &mut cache)
+            })?;
         }
     }
 }
@@ -320,13 +345,21 @@ impl Engine {
             let refs: Vec<(&Request, Vec<u32>)> =
                 pending.iter().map(|(r, p)| (r, p.clone())).collect();
             let mut stats = self.batch_stats;
+            let mut times = self.phase_times;
             let mut peak = 0;
-            let result = self.run_continuous(&refs, &mut stats, &mut peak, &mut |s: Sample| {
-                if emitted.insert((s.request_id.clone(), s.seed)) {
-                    on_sample(s)
-                }
-            });
+            let result = self.run_continuous(
+                &refs,
+                &mut stats,
+                &mut times,
+                &mut peak,
+                &mut |s: Sample| {
+                    if emitted.insert((s.request_id.clone(), s.seed)) {
+                        on_sample(s)
+                    }
+                },
+            );
             self.batch_stats = stats;
+            self.phase_times = times;
             match result {
                 Err(e)
                     if is_out_of_memory(&e) && peak / 2 >= 1 && peak / 2 < self.limits.max_rows =>
@@ -367,12 +400,21 @@ impl Engine {
             let prompts: Vec<Vec<u32>> =
                 pending[start..end].iter().map(|(_, p)| p.clone()).collect();
             let mut stats = self.batch_stats;
-            let result = self.run_group(&group, &prompts, waiting, &mut stats, &mut |s: Sample| {
-                if emitted.insert((s.request_id.clone(), s.seed)) {
-                    on_sample(s)
-                }
-            });
+            let mut times = self.phase_times;
+            let result = self.run_group(
+                &group,
+                &prompts,
+                waiting,
+                &mut stats,
+                &mut times,
+                &mut |s: Sample| {
+                    if emitted.insert((s.request_id.clone(), s.seed)) {
+                        on_sample(s)
+                    }
+                },
+            );
             self.batch_stats = stats;
+            self.phase_times = times;
             match result {
                 Err(e) if is_out_of_memory(&e) && end - start > 1 => {
                     let shrunk: usize = pending[start..start + (end - start) / 2]

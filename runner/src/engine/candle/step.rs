@@ -2,7 +2,7 @@
 //! of logits from the device per step, and none when every row is greedy.
 
 use super::sampler;
-use crate::engine::Sampling;
+use crate::engine::{FinishReason, Sampling};
 use candle_core::{DType, Result, Storage, Tensor};
 use rayon::prelude::*;
 use std::time::Instant;
@@ -20,6 +20,21 @@ pub struct ChoiceStats {
     pub transfers: usize,
     pub transfer_bytes: usize,
     pub steps: usize,
+}
+
+/// Adds a row's new token, or says why the row is done: an end token (which is not
+/// kept) or the row's cap of `max_new` tokens reached with this one.
+pub(super) fn advance(
+    tokens: &mut Vec<u32>,
+    token: u32,
+    eos: &[u32],
+    max_new: usize,
+) -> Option<FinishReason> {
+    if eos.contains(&token) {
+        return Some(FinishReason::Stop);
+    }
+    tokens.push(token);
+    (tokens.len() >= max_new).then_some(FinishReason::Length)
 }
 
 /// Chooses the next token of each row of `logits` (rows, vocab) in f32. Row `r` is drawn

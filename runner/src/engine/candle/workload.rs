@@ -1,6 +1,7 @@
 //! The mixed-length serving workload of `runner bench --workload mixed`: continuous
 //! batching against static groups on the same requests, same engine, alternated.
 
+use super::phases::PhaseTimes;
 use super::sampler::StreamKey;
 use super::{Engine, Scheduler};
 use crate::engine::{Backend, EngineError, Prompt, Request, RequestId, Sampling};
@@ -19,12 +20,15 @@ pub struct WorkloadRun {
     pub seconds: f64,
     pub samples_per_s: f64,
     pub tokens_per_s: f64,
-    /// Generated tokens per row-step (see [`crate::engine::BatchStats`]).
+    /// Rows decoded per row-step offered (see [`crate::engine::BatchStats`]).
     pub utilization: f64,
     pub steps: usize,
     pub row_steps: usize,
     /// Times newcomers joined a running batch (each a copy of the batch's KV cache).
     pub joins: usize,
+    /// Where the seconds went.
+    #[serde(flatten)]
+    pub phases: PhaseTimes,
 }
 
 const WORDS: [&str; 16] = [
@@ -86,6 +90,7 @@ impl Engine {
         let saved = self.scheduler;
         self.scheduler = scheduler;
         let before = self.batch_stats;
+        let times_before = self.phase_times;
         let (mut samples, mut tokens) = (0, 0);
         let t = Instant::now();
         let result = self.generate_each(requests, &mut |s| {
@@ -109,6 +114,7 @@ impl Engine {
             steps: stats.steps,
             row_steps: stats.row_steps,
             joins: stats.joins,
+            phases: self.phase_times.since(&times_before),
         })
     }
 }
