@@ -2,6 +2,11 @@
 
 mod cli;
 
+/// Every heap allocation is counted, for `runner bench`'s allocations per decode step.
+/// It forwards to the system allocator (glibc's malloc here), so the tuning below holds.
+#[global_allocator]
+static HEAP: runner::alloc_count::CountingAlloc = runner::alloc_count::CountingAlloc::HEAP;
+
 fn main() -> std::process::ExitCode {
     keep_freed_memory();
     cli::main()

@@ -2,6 +2,7 @@
 //! with the host-side parts of a decode step, on fixed synthetic prompts.
 
 use super::{median, row, BenchError, BenchSampling};
+use crate::alloc_count::AllocCount;
 use crate::engine::candle::bench::BenchTimes;
 use crate::engine::candle::fixture::{write_fixture, Arch, Size};
 use crate::engine::candle::loader::ModelFiles;
@@ -83,6 +84,10 @@ pub struct EngineResult {
     pub select_half_ms: f64,
     pub select_half_whole_buffers_ms: f64,
     pub select_half_copied_mib: f64,
+    /// Host heap allocations per decode step (all threads, prefill excluded); `None`
+    /// where the process does not count allocations (see `alloc_count`).
+    pub allocs_per_step: Option<f64>,
+    pub alloc_mib_per_step: Option<f64>,
 }
 
 /// Removes a temporary fixture folder however the bench ends.
@@ -261,7 +266,23 @@ fn summarize(
         select_half_ms: median(runs.iter().map(|t| t.breakdown.select_s)) * 1e3,
         select_half_whole_buffers_ms: median(runs.iter().map(|t| t.breakdown.select_whole_s)) * 1e3,
         select_half_copied_mib: first.breakdown.select_bytes as f64 / MIB,
+        allocs_per_step: per_step_count(runs, steps, |a| a.allocs as f64),
+        alloc_mib_per_step: per_step_count(runs, steps, |a| a.bytes as f64 / MIB),
     }
+}
+
+/// The median over the runs of an allocation figure per step; `None` unless every run
+/// counted its allocations.
+fn per_step_count(
+    runs: &[BenchTimes],
+    steps: f64,
+    figure: impl Fn(&AllocCount) -> f64,
+) -> Option<f64> {
+    let counts: Option<Vec<f64>> = runs
+        .iter()
+        .map(|t| t.breakdown.decode_allocs.as_ref().map(&figure))
+        .collect();
+    counts.map(|c| median(c.into_iter()) / steps)
 }
 
 /// Peak resident memory of this process so far, from the kernel's high-water mark.
@@ -307,5 +328,34 @@ mod tests {
         bench.new_tokens = 0;
         let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
         assert!(err.contains("--new-tokens"), "{err}");
+    }
+
+    fn counted(allocs: Option<(u64, u64)>) -> BenchTimes {
+        BenchTimes {
+            prefill_s: 1.0,
+            decode_s: 1.0,
+            kv_bytes: 0,
+            breakdown: crate::engine::candle::bench::BenchBreakdown {
+                decode_allocs: allocs.map(|(allocs, bytes)| AllocCount { allocs, bytes }),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn allocations_per_step_are_the_median_run_over_its_steps_or_absent() {
+        let runs = [
+            counted(Some((300, 3 << 20))),
+            counted(Some((100, 1 << 20))),
+            counted(Some((200, 2 << 20))),
+        ];
+        assert_eq!(per_step_count(&runs, 4.0, |a| a.allocs as f64), Some(50.0));
+        assert_eq!(
+            per_step_count(&runs, 4.0, |a| a.bytes as f64 / (1 << 20) as f64),
+            Some(0.5)
+        );
+        // A run that did not count makes the figure absent, never a partial median.
+        let mixed = [counted(Some((100, 1))), counted(None)];
+        assert_eq!(per_step_count(&mixed, 4.0, |a| a.allocs as f64), None);
     }
 }

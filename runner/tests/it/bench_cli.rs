@@ -66,6 +66,8 @@ fn runner_bench_prints_a_table_of_positive_figures_with_units() {
         "prefill (s)",
         "kv cache (MiB)",
         "step forward (ms)",
+        "allocs/step",
+        "alloc (MiB/step)",
     ] {
         assert!(
             header.iter().any(|h| h == want),
@@ -126,7 +128,48 @@ fn runner_bench_json_prints_one_parsable_object_per_batch_size() {
             assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {r}");
         }
         assert!(r["step_ms"]["forward"].as_f64().is_some(), "{r}");
+        // The binary installs the counting allocator: every decode step allocates (on
+        // the CPU each candle op allocates its output).
+        for key in ["allocs_per_step", "alloc_mib_per_step"] {
+            assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {r}");
+        }
     }
+}
+
+/// Bytes allocated per decode step grow with the rows. Not between 1 and 3 rows of the
+/// tiny fixture: narrow products are padded to a minimum row count (`row_matmul`), so a
+/// few rows allocate what one does, and rayon's splitting varies the small rest from
+/// run to run. At 64 rows the logits and the wider products dominate (about 0.56 MiB at
+/// 1 row, 0.94 at 48). Well under a second in the test profile.
+#[test]
+fn runner_bench_counts_more_bytes_per_step_for_more_rows() {
+    let out = runner(&[
+        "bench",
+        "--size",
+        "tiny",
+        "--device",
+        "cpu",
+        "--batch",
+        "1,64",
+        "--prompt-tokens",
+        "24",
+        "--new-tokens",
+        "6",
+        "--repeat=1",
+        "--json",
+    ]);
+    let mib: Vec<f64> = out
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            r["alloc_mib_per_step"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no alloc_mib_per_step in {l}"))
+        })
+        .collect();
+    assert_eq!(mib.len(), 2, "{out}");
+    assert!(mib[1] > mib[0], "64 rows against 1: {mib:?}");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 use super::sampler::{self, StreamKey};
 use super::step::{self, ChoiceStats};
 use super::Engine;
+use crate::alloc_count::{self, AllocCount};
 use crate::engine::{EngineError, RequestId, Sampling};
 use candle_core::Tensor;
 use rayon::prelude::*;
@@ -35,6 +36,9 @@ pub struct BenchBreakdown {
     pub select_s: f64,
     pub select_bytes: usize,
     pub select_whole_s: f64,
+    /// Host heap allocations of the decode steps, from every thread (the forward
+    /// calls' rayon workers included); `None` when the process does not count them.
+    pub decode_allocs: Option<AllocCount>,
 }
 
 impl Engine {
@@ -56,6 +60,7 @@ impl Engine {
             .map(|r| StreamKey::new(r as u64, &RequestId::new("bench")))
             .collect();
         let mut breakdown = BenchBreakdown::default();
+        let allocs_before = alloc_count::snapshot();
         let t1 = Instant::now();
         for position in 0..new_tokens {
             let draws: Vec<(Sampling, f64)> = keys
@@ -72,6 +77,9 @@ impl Engine {
             breakdown.forward_s += t.elapsed().as_secs_f64();
         }
         let decode_s = t1.elapsed().as_secs_f64();
+        breakdown.decode_allocs = allocs_before
+            .zip(alloc_count::snapshot())
+            .map(|(before, after)| after.since(before));
         let kv_bytes = cache.bytes();
         let half: Vec<usize> = (0..cache.rows()).step_by(2).collect();
         let mut gathered = cache.clone();
