@@ -4,6 +4,7 @@
 //! Data flows one way: suite -> render -> plan -> engine -> journal -> score -> report.
 //! Each stage is a module that knows the stage before it only through its output types.
 
+pub mod batch;
 pub mod bench;
 pub mod digest;
 pub mod engine;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Helpers every stage may use; they import no stage themselves.
-const SHARED: &[&str] = &["id", "digest", "strict", "fsutil", "finish"];
+const SHARED: &[&str] = &["id", "digest", "strict", "fsutil", "finish", "batch"];
 
 /// What each stage may import besides itself and `SHARED`. The order is the data flow;
 /// the exceptions are narrower than "everything upstream": the engine proper is a
@@ -43,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("strict", &[]),
     ("fsutil", &[]),
     ("finish", &[]),
+    ("batch", &[]),
     ("lib", &["*"]),
     ("main", &["*"]),
 ];
