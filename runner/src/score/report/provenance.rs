@@ -236,6 +236,38 @@ mod tests {
     }
 
     #[test]
+    fn a_combined_report_shows_each_runs_batch_utilization_from_runs_json() {
+        let dir = std::env::temp_dir().join(format!("creg-prov-runs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let figures = |n: usize, steps: usize, row_steps: usize, tokens: usize| {
+            json!({"invocation": n, "started": format!("T{n}"), "steps": steps,
+                   "rows_decoded": tokens, "row_steps": row_steps, "generated_tokens": tokens})
+        };
+        let runs = json!([
+            {"label": "a", "identity": {}, "invocations": [figures(1, 10, 40, 30), figures(2, 5, 20, 20)]},
+            {"label": "b", "identity": {}, "invocations_error": "batches.jsonl:2: damaged"},
+            {"label": "c", "identity": {}},
+        ]);
+        std::fs::write(dir.join(super::RUNS_FILE), runs.to_string()).unwrap();
+        let lines = super::Provenance::new(None, None)
+            .with_runs_in(&dir, "x")
+            .lines();
+        let field = |label: &str| {
+            format!("run {label} batch utilization (generated tokens per row-step offered)")
+        };
+        let value = |label: &str| lines.iter().find(|(f, _)| *f == field(label)).map(|l| &l.1);
+        assert_eq!(
+            value("a").unwrap(),
+            "0.833 (50 tokens / 60 row-steps, 15 decode steps), pooled over 2 invocations; \
+             invocation 1 (started T1): 0.750 (30 tokens / 40 row-steps, 10 decode steps); \
+             invocation 2 (started T2): 1.000 (20 tokens / 20 row-steps, 5 decode steps)"
+        );
+        assert_eq!(value("b").unwrap(), "not known: batches.jsonl:2: damaged");
+        assert_eq!(value("c"), None, "a run without figures has no line");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn provenance_shows_sampling_parameters_as_written() {
         let v = json!({"temperature": 0.2f32 as f64, "top_p": 0.9f32 as f64, "seed": 42});
         assert_eq!(
