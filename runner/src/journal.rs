@@ -13,6 +13,7 @@
 //! beside a manifest (see [`rebind`]). One process writes a run folder at a time
 //! ([`lock`]).
 
+pub mod batches;
 pub mod lock;
 mod rebind;
 

@@ -5,6 +5,7 @@
 //! Each stage is a module that knows the stage before it only through its output types.
 
 pub mod alloc_count;
+pub mod batch;
 pub mod bench;
 pub mod digest;
 pub mod engine;

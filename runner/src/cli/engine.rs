@@ -3,9 +3,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use runner::bench;
 use runner::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner::bench::sampler::SamplerBench;
-use runner::bench::{self, table};
 use runner::engine::candle::fixture::{Arch, Size};
 use runner::engine::candle::loader::{self, ModelFiles, Panel};
 use runner::engine::candle::{select_device, DeviceChoice, Engine, Scheduler};
@@ -306,37 +306,31 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
 }
 
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
-    let rows = if args.sampler {
+    if args.sampler {
         let rows = bench::sampler::run(&SamplerBench {
             rows: args.batch.clone(),
             vocab: args.vocab,
             rounds: args.repeat,
             sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
         })?;
-        if args.json {
-            print!("{}", table::json_lines(&rows));
-        }
-        rows
-    } else {
-        // JSON lines stream as each batch size finishes; the table needs them all, so
-        // until it comes a line on stderr says how far the bench got.
-        let json = args.json;
-        bench::engine::run(&engine_bench(&args)?, &mut |row| {
-            if json {
-                println!("{row}");
-            } else {
-                match row.get("scheduler") {
-                    Some(s) => eprintln!("{s} round {} measured", row["round"]),
-                    None => eprintln!("batch {} measured", row["batch"]),
-                }
+        super::print_bench(&rows, args.json);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // JSON lines stream as each batch size finishes; the table needs them all, so
+    // until it comes a line on stderr says how far the bench got.
+    let json = args.json;
+    let rows = bench::engine::run(&engine_bench(&args)?, &mut |row| {
+        if json {
+            println!("{row}");
+        } else {
+            match row.get("scheduler") {
+                Some(s) => eprintln!("{s} round {} measured", row["round"]),
+                None => eprintln!("batch {} measured", row["batch"]),
             }
-        })?
-    };
-    if !args.json {
-        print!("{}", table::markdown(&rows));
-        if let Some(note) = bench::build_note() {
-            println!("\n{note}");
         }
+    })?;
+    if !json {
+        super::print_bench(&rows, false);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -119,6 +119,18 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A bench's rows on stdout: JSON lines, or the Markdown table and the build's note.
+fn print_bench(rows: &[serde_json::Value], json: bool) {
+    if json {
+        print!("{}", runner::bench::table::json_lines(rows));
+    } else {
+        print!("{}", runner::bench::table::markdown(rows));
+        if let Some(note) = runner::bench::build_note() {
+            println!("\n{note}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::describe;

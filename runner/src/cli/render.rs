@@ -3,7 +3,6 @@
 
 use anyhow::Context;
 use clap::Args;
-use runner::bench::table;
 use runner::render::manifest::{self, FileEntry};
 use runner::render::{stats, Condition, Renderer, Task};
 use runner::suite::creg::frozen;
@@ -135,13 +134,6 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
 
 fn bench(conditions: &[Condition], tasks: &[Task], json: bool) -> anyhow::Result<ExitCode> {
     let rows = runner::bench::render::run(conditions, tasks)?;
-    if json {
-        print!("{}", table::json_lines(&rows));
-    } else {
-        print!("{}", table::markdown(&rows));
-        if let Some(note) = runner::bench::build_note() {
-            println!("\n{note}");
-        }
-    }
+    super::print_bench(&rows, json);
     Ok(ExitCode::SUCCESS)
 }

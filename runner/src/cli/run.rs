@@ -4,6 +4,7 @@
 use super::progress::Bar;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use runner::batch::UTILIZATION_MEANING;
 use runner::engine::candle::DeviceChoice;
 use runner::engine::Sampling;
 use runner::journal;
@@ -209,17 +210,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let mut bar = Bar::new(workload.headline(), args.quiet);
     bar.traffic = traffic.clone();
     if !args.quiet {
-        eprintln!(
-            "run {}: {} requests, {} samples, {}",
-            dir.display(),
-            workload.jobs().len(),
-            workload
-                .jobs()
-                .iter()
-                .map(|j| j.request.seeds.len())
-                .sum::<usize>(),
-            backend.describe()
-        );
+        print_start(&dir, workload.as_ref(), Some(&backend.describe()));
     }
     let outcome = execute(
         backend.as_mut(),
@@ -248,13 +239,25 @@ pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
         outcome.seconds,
         dir.display()
     );
-    if let Some(u) = outcome.batch.as_ref().and_then(|b| b.utilization()) {
-        let b = outcome.batch.unwrap_or_default();
-        println!(
-            "batch utilization {u:.3} ({} rows decoded in {} row-steps over {} decode steps)",
-            b.rows_decoded, b.row_steps, b.steps
-        );
+    // The same words and figures as the run's summary.md (for this invocation alone).
+    if let Some(u) = outcome.batch.as_ref().and_then(|b| b.describe()) {
+        println!("Batch utilization ({UTILIZATION_MEANING}): {u}");
     }
+}
+
+/// The line a run starts with: its folder and size, and what answers it.
+pub(super) fn print_start(dir: &Path, workload: &dyn Workload, backend: Option<&str>) {
+    eprintln!(
+        "run {}: {} requests, {} samples{}",
+        dir.display(),
+        workload.jobs().len(),
+        workload
+            .jobs()
+            .iter()
+            .map(|j| j.request.seeds.len())
+            .sum::<usize>(),
+        backend.map(|b| format!(", {b}")).unwrap_or_default()
+    );
 }
 
 pub fn run_command(args: RunArgs) -> Result<ExitCode> {

@@ -74,16 +74,7 @@ impl Observer for Progress {
 impl SmokeObserver for Progress {
     fn starting(&mut self, model: &str, dir: &Path, workload: &dyn Workload) {
         println!("\n==> smoke run: {model}\n");
-        eprintln!(
-            "run {}: {} requests, {} samples",
-            dir.display(),
-            workload.jobs().len(),
-            workload
-                .jobs()
-                .iter()
-                .map(|j| j.request.seeds.len())
-                .sum::<usize>(),
-        );
+        super::run::print_start(dir, workload, None);
         self.bar = Some(Bar::new(workload.headline(), false));
     }
 

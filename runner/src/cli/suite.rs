@@ -2,7 +2,6 @@
 
 use anyhow::Context;
 use clap::Subcommand;
-use runner::bench::table;
 use runner::suite::creg::record::Scenario;
 use runner::suite::creg::spec::NormativeSpec;
 use runner::suite::creg::{checker, frozen, generator, load, stats};
@@ -155,13 +154,6 @@ fn check(file: Option<PathBuf>, show: usize) -> anyhow::Result<ExitCode> {
 
 fn bench(iters: usize, json: bool) -> anyhow::Result<ExitCode> {
     let rows = runner::bench::suite::run(iters)?;
-    if json {
-        print!("{}", table::json_lines(&rows));
-    } else {
-        print!("{}", table::markdown(&rows));
-        if let Some(note) = runner::bench::build_note() {
-            println!("\n{note}");
-        }
-    }
+    super::print_bench(&rows, json);
     Ok(ExitCode::SUCCESS)
 }

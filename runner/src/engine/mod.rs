@@ -116,45 +116,7 @@ impl Sample {
     }
 }
 
-/// How well a backend kept its decode batch full, summed over decode steps.
-///
-/// A row-step is one row of the batch's capacity in one decode step (a forward pass
-/// over the running rows' last tokens): each step offers as many as the row limit
-/// allows and work exists for (rows decoding, being prefilled, or waiting), so rows
-/// left empty while work waits count against utilization, and a batch that drains at
-/// the very end of the work does not. A row's first token comes from its prompt's
-/// prefill, not from a decode step.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct BatchStats {
-    /// Decode steps (forward passes over running rows).
-    pub steps: usize,
-    /// Rows decoded, summed over decode steps: the tokens decode steps produced.
-    pub rows_decoded: usize,
-    /// Row capacity offered, summed over decode steps (see above).
-    pub row_steps: usize,
-    /// Tokens chosen, first tokens and end tokens included: each is one row's useful work.
-    pub generated_tokens: usize,
-    /// Times newcomers joined the running batch (each copies the batch's KV cache once).
-    pub joins: usize,
-}
-
-impl BatchStats {
-    /// Rows decoded per row-step offered, 0 to 1; None before any decode step.
-    pub fn utilization(&self) -> Option<f64> {
-        (self.row_steps > 0).then(|| self.rows_decoded as f64 / self.row_steps as f64)
-    }
-
-    /// The work done between two readings of a backend's running totals.
-    pub fn since(&self, earlier: &BatchStats) -> BatchStats {
-        BatchStats {
-            steps: self.steps - earlier.steps,
-            rows_decoded: self.rows_decoded - earlier.rows_decoded,
-            row_steps: self.row_steps - earlier.row_steps,
-            generated_tokens: self.generated_tokens - earlier.generated_tokens,
-            joins: self.joins - earlier.joins,
-        }
-    }
-}
+pub use crate::batch::BatchStats;
 
 /// A system that answers requests. Samples are handed to `on_sample` as soon as they are
 /// finished (in no particular order), so the caller can journal them while others run.

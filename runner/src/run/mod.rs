@@ -19,6 +19,7 @@ pub mod smoke;
 
 use crate::engine::{Backend, EngineError, Request, Sample, Sampling};
 use crate::id::RequestId;
+use crate::journal::batches::BatchLog;
 use crate::journal::{self, Journal, JournalError, Manifest, SampleRecord};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -162,7 +163,7 @@ pub struct Outcome {
     pub summary: String,
     pub seconds: f64,
     /// How full the backend kept its decode batch during this run, where it batches.
-    pub batch: Option<crate::engine::BatchStats>,
+    pub batch: Option<crate::batch::BatchStats>,
 }
 
 /// Samples journaled together at most, while a backend call is still running.
@@ -188,6 +189,11 @@ pub fn execute(
         ));
     }
     let (mut journal, recovered) = Journal::open(dir, manifest)?;
+    // Only a backend that batches has figures to keep (see journal::batches).
+    let mut batch_log = match batch_before {
+        Some(_) => Some(BatchLog::open(&journal)?),
+        None => None,
+    };
     let mut running = Running {
         total: jobs.iter().map(|j| j.request.seeds.len()).sum(),
         ..Running::default()
@@ -241,6 +247,7 @@ pub fn execute(
         let mut finished: Vec<SampleRecord> = Vec::with_capacity(samples.min(JOURNAL_EVERY));
         let mut last_append = Instant::now();
         let mut failure: Option<RunError> = None;
+        let before_call = backend.batch_stats();
         let result = backend.generate_each(&pending[start..end], &mut |sample: Sample| {
             if failure.is_some() {
                 return;
@@ -282,6 +289,12 @@ pub fn execute(
         });
         // Whatever finished is kept, even when the backend failed part-way.
         journal.append(&finished)?;
+        // Per call, not per process: a killed process loses only its last call's figures.
+        if let (Some(log), Some(after), Some(before)) =
+            (&mut batch_log, backend.batch_stats(), before_call)
+        {
+            log.append(&after.since(&before))?;
+        }
         observer.journaled(&running);
         result?;
         if let Some(f) = failure {

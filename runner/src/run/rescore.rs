@@ -98,8 +98,15 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
             summary: (job.dirs.len() == 1).then_some(summary),
         });
         let [(l, mut r)] = one;
-        manifests
-            .push(json!({"label": l, "dir": dir, "identity": m.identity, "context": m.context}));
+        let mut source =
+            json!({"label": l, "dir": dir, "identity": m.identity, "context": m.context});
+        // Each run's batch figures travel with its manifest into the combined report.
+        match journal::batches::read(dir) {
+            Ok(i) if i.is_empty() => {}
+            Ok(i) => source["invocations"] = json!(i),
+            Err(e) => source["invocations_error"] = json!(e.to_string()),
+        }
+        manifests.push(source);
         let mut overlap = Vec::new();
         r.retain(|rec| {
             let key = (l.clone(), rec.request_id.clone(), rec.seed);

@@ -6,7 +6,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Helpers every stage may use; they import no stage themselves.
-const SHARED: &[&str] = &["id", "digest", "strict", "fsutil", "finish", "alloc_count"];
+const SHARED: &[&str] = &[
+    "id",
+    "digest",
+    "strict",
+    "fsutil",
+    "finish",
+    "alloc_count",
+    "batch",
+];
 
 /// What each stage may import besides itself and `SHARED`. The order is the data flow;
 /// the exceptions are narrower than "everything upstream": the engine proper is a
@@ -44,6 +52,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fsutil", &[]),
     ("finish", &[]),
     ("alloc_count", &[]),
+    ("batch", &[]),
     ("lib", &["*"]),
     ("main", &["*"]),
 ];

@@ -3,7 +3,7 @@
 
 use super::common::{runner, s, scratch, text};
 use runner::engine::candle::fixture::{write_fixture_with, Arch, Size};
-use runner::journal::{read_records, SampleRecord, JOURNAL_FILE, MANIFEST_FILE};
+use runner::journal::{batches, read_records, SampleRecord, JOURNAL_FILE, MANIFEST_FILE};
 use runner::run::creg::{tokenizer_corpus, SMOKE_VOCAB};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -280,6 +280,11 @@ fn runner_without_a_subcommand_runs_and_refuses_to_resume_another_plan() {
     run_ok(&oracle_args(&out, &[]));
     let dir = run_dir(&out, "oracle");
     assert!(dir.join(MANIFEST_FILE).is_file());
+    // A baseline decodes no batch: no figures kept, no utilization line.
+    assert!(!dir.join(batches::BATCHES_FILE).exists());
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("- run oracle: "), "{summary}");
+    assert!(!summary.contains("utilization"), "{summary}");
     let before = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
 
     // Same command: resumes with nothing left to do.
@@ -395,8 +400,18 @@ fn bad_output_folders_and_models_give_clear_errors() {
 #[test]
 fn offline_rescoring_reproduces_the_streamed_reports() {
     let out = scratch("rescore");
-    run_ok(&fixture_plan(&out, "all"));
+    let run = run_ok(&fixture_plan(&out, "all"));
     let dir = run_dir(&out, "fixture");
+    // The run's batch utilization, as the terminal showed it, is kept in its summary.
+    let printed = text(&run.stdout);
+    let figures = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("Batch utilization (rows decoded per row-step offered): "))
+        .unwrap_or_else(|| panic!("no utilization line in:\n{printed}"));
+    let kept =
+        format!("- run fixture batch utilization (rows decoded per row-step offered): {figures}\n");
+    let summary = || std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary().contains(&kept), "{kept}\nnot in:\n{}", summary());
     let streamed = std::fs::read(dir.join("scores.json")).unwrap();
     std::fs::remove_file(dir.join("scores.json")).unwrap();
     let o = runner(&["score", s(&dir)]);
@@ -406,6 +421,7 @@ fn offline_rescoring_reproduces_the_streamed_reports() {
         text(&o.stdout).contains("fixture"),
         "the summary is printed"
     );
+    assert!(summary().contains(&kept), "rescoring keeps it");
 
     // Each journaled sample carries the scores the scorer gave it while streaming.
     let rec = read_records(&dir.join(JOURNAL_FILE), false).unwrap();

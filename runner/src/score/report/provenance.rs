@@ -1,6 +1,8 @@
 //! Where a report's figures come from: the runner that wrote it, when, and each run's
 //! manifest (suite and spec hashes, model revisions, sampling, seeds, device, dates).
 
+use crate::batch::UTILIZATION_MEANING;
+use crate::journal::batches::{self, Invocation};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
@@ -8,12 +10,17 @@ use std::path::Path;
 /// The file a combined report's folder holds: the manifests of the runs it combines.
 pub const RUNS_FILE: &str = "runs.json";
 
-/// One run behind a report: its label and its manifest's two parts.
+/// One run behind a report: its label, its manifest's two parts, and how full the
+/// backend kept its decode batch in each invocation of the run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSource {
     pub label: String,
     pub identity: Value,
     pub context: Value,
+    /// Empty for backends that do not batch and for folders older than the record.
+    pub invocations: Vec<Invocation>,
+    /// Why the record could not be read, shown instead of the figures.
+    pub invocations_error: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -46,10 +53,16 @@ impl Provenance {
             serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok()
         };
         if let Some(m) = read("manifest.json") {
+            let (invocations, invocations_error) = match batches::read(dir) {
+                Ok(i) => (i, None),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
             self.runs.push(RunSource {
                 label: label.to_string(),
                 identity: m.get("identity").cloned().unwrap_or(Value::Null),
                 context: m.get("context").cloned().unwrap_or(Value::Null),
+                invocations,
+                invocations_error,
             });
         } else if let Some(Value::Array(runs)) = read(RUNS_FILE) {
             for r in runs {
@@ -58,6 +71,8 @@ impl Provenance {
                         label: source.label,
                         identity: source.identity,
                         context: source.context,
+                        invocations: source.invocations,
+                        invocations_error: source.invocations_error,
                     });
                 }
             }
@@ -111,6 +126,12 @@ impl Provenance {
                 }
             }
             out.push((format!("run {}", r.label), parts.join("; ")));
+            if let Some(u) = utilization(r) {
+                out.push((
+                    format!("run {} batch utilization ({UTILIZATION_MEANING})", r.label),
+                    u,
+                ));
+            }
             if let Some(note) = served_note(&r.identity) {
                 out.push((format!("run {} server", r.label), note));
             }
@@ -126,6 +147,38 @@ struct RunSourceIn {
     identity: Value,
     #[serde(default)]
     context: Value,
+    #[serde(default)]
+    invocations: Vec<Invocation>,
+    #[serde(default)]
+    invocations_error: Option<String>,
+}
+
+/// The run's batch utilization: pooled over its invocations (a ratio of sums, not a
+/// mean of ratios), then each invocation's when there were several.
+fn utilization(r: &RunSource) -> Option<String> {
+    if let Some(e) = &r.invocations_error {
+        return Some(format!("not known: {e}"));
+    }
+    let pooled = batches::pooled(&r.invocations).describe()?;
+    if r.invocations.len() < 2 {
+        return Some(pooled);
+    }
+    let each: Vec<String> = r
+        .invocations
+        .iter()
+        .filter_map(|i| {
+            let d = i.stats.describe()?;
+            Some(format!(
+                "invocation {} (started {}): {d}",
+                i.invocation, i.started
+            ))
+        })
+        .collect();
+    Some(format!(
+        "{pooled}, pooled over {} invocations; {}",
+        r.invocations.len(),
+        each.join("; ")
+    ))
 }
 
 /// `v` with every fraction rounded to six decimals: sampling parameters are stored as
@@ -180,6 +233,38 @@ mod tests {
             .contains("may depend on the server's batching"));
         assert!(!served_note(&served(true)).unwrap().contains("may depend"));
         assert_eq!(served_note(&json!({"model": {"kind": "candle"}})), None);
+    }
+
+    #[test]
+    fn a_combined_report_shows_each_runs_batch_utilization_from_runs_json() {
+        let dir = std::env::temp_dir().join(format!("creg-prov-runs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let figures = |n: usize, steps: usize, row_steps: usize, tokens: usize| {
+            json!({"invocation": n, "started": format!("T{n}"), "steps": steps,
+                   "rows_decoded": tokens, "row_steps": row_steps, "generated_tokens": tokens})
+        };
+        let runs = json!([
+            {"label": "a", "identity": {}, "invocations": [figures(1, 10, 40, 30), figures(2, 5, 20, 20)]},
+            {"label": "b", "identity": {}, "invocations_error": "batches.jsonl:2: damaged"},
+            {"label": "c", "identity": {}},
+        ]);
+        std::fs::write(dir.join(super::RUNS_FILE), runs.to_string()).unwrap();
+        let lines = super::Provenance::new(None, None)
+            .with_runs_in(&dir, "x")
+            .lines();
+        let field = |label: &str| {
+            format!("run {label} batch utilization (rows decoded per row-step offered)")
+        };
+        let value = |label: &str| lines.iter().find(|(f, _)| *f == field(label)).map(|l| &l.1);
+        assert_eq!(
+            value("a").unwrap(),
+            "0.833 (50 rows decoded / 60 row-steps, 15 decode steps), pooled over 2 invocations; \
+             invocation 1 (started T1): 0.750 (30 rows decoded / 40 row-steps, 10 decode steps); \
+             invocation 2 (started T2): 1.000 (20 rows decoded / 20 row-steps, 5 decode steps)"
+        );
+        assert_eq!(value("b").unwrap(), "not known: batches.jsonl:2: damaged");
+        assert_eq!(value("c"), None, "a run without figures has no line");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
