@@ -125,6 +125,10 @@ fn oracle_run_writes_manifest_journal_and_perfect_reports() {
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     assert!(summary.starts_with("# probe: oracle\n"), "{summary}");
     assert!(summary.contains("NOT human-validated"), "{summary}");
+    assert!(
+        !summary.contains("Batch utilization"),
+        "the oracle has no decode batch: {summary}"
+    );
     assert!(summary.contains("| post accuracy (NM) | 1.000 [1.000, 1.000] |"));
     let csv = std::fs::read_to_string(dir.join("scores.csv")).unwrap();
     assert!(csv.starts_with("system,set,table,cell,n,mean,lo,hi\n"));
@@ -393,6 +397,24 @@ fn a_fixture_model_answers_through_the_engine() {
     assert_eq!(
         scores["systems"][0]["probe"]["followup_contract_failures"],
         3
+    );
+    // The engine's batch figures, as the run folder recorded them, are in the summary
+    // (and rescoring keeps them).
+    let recorded = runner::journal::batches::read(&dir).unwrap();
+    assert_eq!(recorded.len(), 1, "one invocation");
+    let pooled = runner::journal::batches::pooled(&recorded);
+    assert!(pooled.rows_decoded > 0, "{pooled:?}");
+    let line = format!(
+        "Batch utilization (rows decoded per row-step offered): {}.\n",
+        pooled.describe().unwrap()
+    );
+    let summary = || std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary().contains(&line), "{line}\nnot in:\n{}", summary());
+    ok(&["score", dir.to_str().unwrap()]);
+    assert!(
+        summary().contains(&line),
+        "{line}\nnot in after rescoring:\n{}",
+        summary()
     );
     let _ = std::fs::remove_dir_all(&out);
 }

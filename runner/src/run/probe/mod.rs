@@ -278,7 +278,8 @@ impl Workload for ProbeWorkload {
             .map_err(|message| RunError::Score {
                 path: dir.to_path_buf(),
                 message,
-            })?;
+            })?
+            .with_batch_utilization(crate::score::report::provenance::batch_utilization(dir));
         write_reports(dir, &report).map_err(|source| RunError::Report {
             path: dir.to_path_buf(),
             source,

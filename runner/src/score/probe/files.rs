@@ -7,6 +7,7 @@ use super::compare::Comparison;
 use super::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use super::pit_report::PitReport;
 use super::report::ProbeReport;
+use crate::batch::UTILIZATION_MEANING;
 use crate::score::bootstrap::Estimate;
 use crate::suite::probe::provenance::SetProvenance;
 use serde::Serialize;
@@ -35,6 +36,10 @@ pub struct RunReport {
     pub systems: Vec<SystemReport>,
     /// The first system against each other one, on the core items both answered.
     pub comparisons: Vec<Comparison>,
+    /// How full the engine kept its decode batch, as the run folder recorded it
+    /// (summary.md only: scores.json holds scores).
+    #[serde(skip)]
+    pub batch_utilization: Option<String>,
 }
 
 impl RunReport {
@@ -46,7 +51,14 @@ impl RunReport {
             abstention_version: ABSTENTION_VERSION,
             systems,
             comparisons,
+            batch_utilization: None,
         }
+    }
+
+    /// The report with the run's batch utilization line (see `batch_utilization`).
+    pub fn with_batch_utilization(mut self, utilization: Option<String>) -> Self {
+        self.batch_utilization = utilization;
+        self
     }
 
     /// The report with the set it describes.
@@ -61,6 +73,9 @@ impl RunReport {
         let _ = writeln!(s, "# {}\n", self.title);
         if let Some(set) = &self.set {
             let _ = writeln!(s, "Set: {}.\n", set.description);
+        }
+        if let Some(u) = &self.batch_utilization {
+            let _ = writeln!(s, "Batch utilization ({UTILIZATION_MEANING}): {u}.\n");
         }
         for sys in &self.systems {
             if sys.unanswered > 0 {

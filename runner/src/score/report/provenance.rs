@@ -126,7 +126,7 @@ impl Provenance {
                 }
             }
             out.push((format!("run {}", r.label), parts.join("; ")));
-            if let Some(u) = utilization(r) {
+            if let Some(u) = utilization(&r.invocations, r.invocations_error.as_deref()) {
                 out.push((
                     format!("run {} batch utilization ({UTILIZATION_MEANING})", r.label),
                     u,
@@ -153,18 +153,26 @@ struct RunSourceIn {
     invocations_error: Option<String>,
 }
 
+/// A run folder's batch utilization as the reports word it; None where the run
+/// recorded no batch figures (served models, baselines, older runs).
+pub fn batch_utilization(dir: &Path) -> Option<String> {
+    match batches::read(dir) {
+        Ok(invocations) => utilization(&invocations, None),
+        Err(e) => utilization(&[], Some(&e.to_string())),
+    }
+}
+
 /// The run's batch utilization: pooled over its invocations (a ratio of sums, not a
 /// mean of ratios), then each invocation's when there were several.
-fn utilization(r: &RunSource) -> Option<String> {
-    if let Some(e) = &r.invocations_error {
+fn utilization(invocations: &[Invocation], error: Option<&str>) -> Option<String> {
+    if let Some(e) = error {
         return Some(format!("not known: {e}"));
     }
-    let pooled = batches::pooled(&r.invocations).describe()?;
-    if r.invocations.len() < 2 {
+    let pooled = batches::pooled(invocations).describe()?;
+    if invocations.len() < 2 {
         return Some(pooled);
     }
-    let each: Vec<String> = r
-        .invocations
+    let each: Vec<String> = invocations
         .iter()
         .filter_map(|i| {
             let d = i.stats.describe()?;
@@ -176,7 +184,7 @@ fn utilization(r: &RunSource) -> Option<String> {
         .collect();
     Some(format!(
         "{pooled}, pooled over {} invocations; {}",
-        r.invocations.len(),
+        invocations.len(),
         each.join("; ")
     ))
 }
