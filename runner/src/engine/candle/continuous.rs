@@ -254,6 +254,7 @@ impl Engine {
                 }
                 continue;
             };
+            // The newcomers' own caches are copied in: free them before the forward pass.
             drop(ready);
 
             if self

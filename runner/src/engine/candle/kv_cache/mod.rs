@@ -262,13 +262,15 @@ impl KvCache {
     /// in use is copied once: admitting newcomers to a running batch costs one copy of
     /// the batch's cache, fork and padding included.
     pub fn join_rows(parts: &[(&KvCache, &[usize])], capacity: usize) -> Result<KvCache> {
+        // A part with no rows chosen contributes nothing, not even its length.
+        let parts: Vec<&(&KvCache, &[usize])> = parts.iter().filter(|p| !p.1.is_empty()).collect();
         let Some(first) = parts.first() else {
-            candle_core::bail!("joining no caches")
+            candle_core::bail!("joining no rows")
         };
         let layers = first.0.layers.len();
         // Per part: the slots in use after its own shared padding.
         let mut lens = Vec::with_capacity(parts.len());
-        for (c, rows) in parts {
+        for (c, rows) in &parts {
             if c.layers.len() != layers {
                 candle_core::bail!("joining caches of different models")
             }
@@ -284,25 +286,22 @@ impl KvCache {
         for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
             pad.extend(rows.iter().map(|&r| c.pad[r] - drop + (slots - len)));
         }
-        let total: usize = parts.iter().map(|(_, rows)| rows.len()).sum();
+        let total = pad.len();
         let mut out = Vec::with_capacity(layers);
         for l in 0..layers {
             // One buffer per layer that every part is copied into: one copy of each row.
-            let mut joined: Option<(Tensor, Tensor)> = None;
             let mut at = 0;
+            let mut joined: Option<(Tensor, Tensor)> = None;
             for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
-                if rows.is_empty() {
-                    continue;
-                }
                 let Some((k, v)) = &c.layers[l] else {
                     candle_core::bail!("joining a cache that was never filled")
                 };
                 let (jk, jv) = match &joined {
-                    Some(j) => j.clone(),
+                    Some(j) => j,
                     None => {
                         let (_, heads, _, d) = k.dims4()?;
                         let zeros = || Tensor::zeros((total, heads, cap, d), k.dtype(), k.device());
-                        joined.insert((zeros()?, zeros()?)).clone()
+                        joined.insert((zeros()?, zeros()?))
                     }
                 };
                 let place = PlaceSlots {

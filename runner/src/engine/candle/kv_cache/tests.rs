@@ -177,5 +177,10 @@ fn join_rows_copies_chosen_rows_of_each_part_once_into_one_padded_buffer() -> Re
         }
     }
     assert!(KvCache::join_rows(&[(&running, &[3])], 8).is_err());
+    // A part with no rows chosen (a running batch whose rows all finished) adds no
+    // padding: the newcomer keeps its own 3 slots.
+    let alone = KvCache::join_rows(&[(&running, &[]), (&newcomer, &[0])], 8)?;
+    assert_eq!((alone.slots(), alone.pad()), (3, &[0usize][..]));
+    assert!(KvCache::join_rows(&[(&running, &[])], 8).is_err());
     Ok(())
 }
