@@ -490,11 +490,13 @@ pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
     })
 }
 /// Combines shard runs into `out`: their manifests must agree on everything but the
-/// shard; samples are united by (request, seed).
+/// shard; samples are united by (request, seed), and each shard's batch figures are
+/// carried over, tagged with the shard (see [`batches::BatchLog::carry_over`]).
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
     let mut first: Option<(PathBuf, Manifest)> = None;
     let mut records = Vec::new();
     let mut readings = Vec::new();
+    let mut batch_figures = Vec::new();
     for dir in dirs {
         let reading = read_run(dir)?;
         let manifest = reading.manifest.clone();
@@ -523,6 +525,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
             }
         }
         records.extend(reading.records.iter().cloned());
+        // The shard's batch figures are read before anything is written, so a damaged
+        // file stops the merge with nothing half done.
+        let label = match manifest.identity.get("shard").and_then(|s| s.as_str()) {
+            Some(shard) => shard.to_string(),
+            None => dir.display().to_string(),
+        };
+        batch_figures.push((label, batches::read(dir)?));
         readings.push(reading);
     }
     let Some((_, manifest)) = first else {
@@ -536,6 +545,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
         .filter(|r| seen.insert(r.key()))
         .collect();
     journal.append(&fresh)?;
+    batches::BatchLog::open(&journal)?.carry_over(&batch_figures)?;
     Ok(seen.len())
 }
 #[cfg(test)]

@@ -25,8 +25,20 @@ pub struct Invocation {
     pub invocation: usize,
     /// When that process opened the run (UTC, RFC 3339).
     pub started: String,
+    /// Where an invocation that `runner merge` carried into a merged folder came from;
+    /// absent in a folder's own lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Origin>,
     #[serde(flatten)]
     pub stats: BatchStats,
+}
+
+/// A carried invocation's shard ("3/8", or the folder where the shard's manifest names
+/// none) and its number there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub shard: String,
+    pub invocation: usize,
 }
 
 /// The lines one process appends.
@@ -67,18 +79,61 @@ impl BatchLog {
         let line = Invocation {
             invocation: self.invocation,
             started: self.started.clone(),
+            from: None,
             stats: *stats,
         };
-        let mut buf =
-            serde_json::to_vec(&line).map_err(|e| io_error(&self.path, "encode", e.into()))?;
-        buf.push(b'\n');
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut f| f.write_all(&buf).and_then(|_| f.sync_data()))
-            .map_err(|e| io_error(&self.path, "append to", e))
+        append_lines(&self.path, &[line])
     }
+
+    /// Carries the invocations of shard run folders into this (merged) folder, each
+    /// renumbered after the ones already here and tagged with where it came from, so the
+    /// merged reports pool every shard's figures. An invocation already carried is not
+    /// carried twice, so merging again adds only what is new. Returns how many were added.
+    pub fn carry_over(self, shards: &[(String, Vec<Invocation>)]) -> Result<usize, JournalError> {
+        let (here, _, _) = read_lines(&self.path)?;
+        let mut next = self.invocation;
+        let mut lines = Vec::new();
+        for (shard, invocations) in shards {
+            for i in invocations {
+                let from = Origin {
+                    shard: shard.clone(),
+                    invocation: i.invocation,
+                };
+                let carried =
+                    |l: &Invocation| l.from.as_ref() == Some(&from) && l.started == i.started;
+                if here.iter().any(carried) {
+                    continue;
+                }
+                lines.push(Invocation {
+                    invocation: next,
+                    started: i.started.clone(),
+                    from: Some(from),
+                    stats: i.stats,
+                });
+                next += 1;
+            }
+        }
+        append_lines(&self.path, &lines)?;
+        Ok(lines.len())
+    }
+}
+
+/// Appends whole lines in one write, synced; nothing to append writes nothing.
+fn append_lines(path: &Path, lines: &[Invocation]) -> Result<(), JournalError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut buf = Vec::new();
+    for line in lines {
+        serde_json::to_writer(&mut buf, line).map_err(|e| io_error(path, "encode", e.into()))?;
+        buf.push(b'\n');
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(&buf).and_then(|_| f.sync_data()))
+        .map_err(|e| io_error(path, "append to", e))
 }
 
 /// The invocations recorded in run folder `dir`, in order, each the sum of its calls;
@@ -153,6 +208,7 @@ mod tests {
         let l = Invocation {
             invocation,
             started: "2026-01-01T00:00:00Z".into(),
+            from: None,
             stats: s,
         };
         serde_json::to_string(&l).unwrap() + "\n"

@@ -197,6 +197,84 @@ fn shards_merge_into_their_union_and_mismatched_shards_are_refused() {
 }
 
 #[test]
+fn merge_carries_each_shards_batch_figures_once_tagged_with_its_shard() {
+    use crate::batch::BatchStats;
+    let (a, b, out) = (temp("figs-a"), temp("figs-b"), temp("figs-merged"));
+    let figures = |steps: usize, row_steps: usize, rows: usize| BatchStats {
+        steps,
+        rows_decoded: rows,
+        row_steps,
+        generated_tokens: rows,
+        joins: 0,
+    };
+    // One invocation of shard `i` of 2 in `dir`: one sample and its batch figures.
+    let invocation = |dir: &Path, i: usize, sample: usize, stats: BatchStats| {
+        let mut m = manifest("a");
+        m.identity["shard"] = json!(format!("{i}/2"));
+        let (mut j, _) = Journal::open(dir, &m).unwrap();
+        j.append(&[record(sample)]).unwrap();
+        batches::BatchLog::open(&j).unwrap().append(&stats).unwrap();
+    };
+    // Shard 0 was resumed once (two invocations); shard 1 ran in one.
+    invocation(&a, 0, 1, figures(10, 40, 30));
+    invocation(&a, 0, 2, figures(5, 20, 20));
+    invocation(&b, 1, 3, figures(4, 16, 8));
+    let started = batches::read(&a).unwrap()[1].started.clone();
+
+    assert_eq!(merge(&[a.clone(), b.clone()], &out).unwrap(), 3);
+    let merged = batches::read(&out).unwrap();
+    let origins: Vec<(usize, &str, usize)> = merged
+        .iter()
+        .map(|i| {
+            let o = i
+                .from
+                .as_ref()
+                .expect("a carried invocation names its origin");
+            (i.invocation, o.shard.as_str(), o.invocation)
+        })
+        .collect();
+    assert_eq!(origins, [(1, "0/2", 1), (2, "0/2", 2), (3, "1/2", 1)]);
+    assert_eq!(merged[1].started, started);
+    assert_eq!(batches::pooled(&merged), figures(19, 76, 58));
+
+    // Merging again adds nothing; a shard resumed since adds only its new invocation.
+    merge(&[a.clone(), b.clone()], &out).unwrap();
+    assert_eq!(batches::read(&out).unwrap().len(), 3);
+    invocation(&b, 1, 4, figures(2, 4, 4));
+    assert_eq!(merge(&[a.clone(), b.clone()], &out).unwrap(), 4);
+    let merged = batches::read(&out).unwrap();
+    assert_eq!(merged.len(), 4);
+    let last = merged[3].from.as_ref().unwrap();
+    assert_eq!(
+        (merged[3].invocation, last.shard.as_str(), last.invocation),
+        (4, "1/2", 2)
+    );
+    assert_eq!(batches::pooled(&merged), figures(21, 80, 62));
+
+    // A damaged figures file stops the merge before anything is written, although
+    // shard 0 has a new sample and new figures.
+    invocation(&a, 0, 5, figures(1, 1, 1));
+    let text = std::fs::read_to_string(b.join(batches::BATCHES_FILE)).unwrap();
+    std::fs::write(b.join(batches::BATCHES_FILE), format!("{{oops\n{text}")).unwrap();
+    let journal_before = std::fs::read(out.join(JOURNAL_FILE)).unwrap();
+    let err = merge(&[a.clone(), b.clone()], &out)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(batches::BATCHES_FILE) && err.contains(":1:"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(out.join(JOURNAL_FILE)).unwrap(),
+        journal_before
+    );
+    assert_eq!(batches::read(&out).unwrap().len(), 4);
+    for d in [a, b, out] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
 fn a_journal_stays_bound_to_its_identity_when_its_manifest_goes() {
     let dir = temp("bound");
     let (mut j, _) = Journal::open(&dir, &manifest("a")).unwrap();

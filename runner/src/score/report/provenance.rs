@@ -176,8 +176,11 @@ fn utilization(invocations: &[Invocation], error: Option<&str>) -> Option<String
         .iter()
         .filter_map(|i| {
             let d = i.stats.describe()?;
+            let shard = i.from.as_ref().map_or(String::new(), |o| {
+                format!("shard {} invocation {}, ", o.shard, o.invocation)
+            });
             Some(format!(
-                "invocation {} (started {}): {d}",
+                "invocation {} ({shard}started {}): {d}",
                 i.invocation, i.started
             ))
         })
@@ -255,6 +258,11 @@ mod tests {
             {"label": "a", "identity": {}, "invocations": [figures(1, 10, 40, 30), figures(2, 5, 20, 20)]},
             {"label": "b", "identity": {}, "invocations_error": "batches.jsonl:2: damaged"},
             {"label": "c", "identity": {}},
+            {"label": "m", "identity": {}, "invocations": [
+                figures(1, 10, 40, 30),
+                {"invocation": 2, "started": "T9", "from": {"shard": "1/8", "invocation": 3},
+                 "steps": 5, "rows_decoded": 20, "row_steps": 20, "generated_tokens": 20},
+            ]},
         ]);
         std::fs::write(dir.join(super::RUNS_FILE), runs.to_string()).unwrap();
         let lines = super::Provenance::new(None, None)
@@ -272,6 +280,14 @@ mod tests {
         );
         assert_eq!(value("b").unwrap(), "not known: batches.jsonl:2: damaged");
         assert_eq!(value("c"), None, "a run without figures has no line");
+        assert!(
+            value("m").unwrap().ends_with(
+                "invocation 2 (shard 1/8 invocation 3, started T9): \
+                 1.000 (20 rows decoded / 20 row-steps, 5 decode steps)"
+            ),
+            "a merged run names each invocation's shard: {:?}",
+            value("m")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
