@@ -63,12 +63,12 @@ const OVER_LIMIT_FOR_NOW: &[&str] = &[];
 const MAX_LINES: usize = 600;
 
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    crate::common::crate_dir().join("src")
 }
 
 /// A file as the failure messages name it: relative to the crate, `src/...`.
 fn shown(file: &Path) -> String {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crate_dir = crate::common::crate_dir();
     file.strip_prefix(crate_dir)
         .unwrap_or(file)
         .display()

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 fn runner(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+    let out = Command::new(crate::common::runner_exe())
         .args(args)
         .output()
         .expect("the runner binary runs");

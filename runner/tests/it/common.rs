@@ -5,9 +5,25 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The `runner` binary: `CREG_TEST_RUNNER` where the tests run away from the tree that
+/// built them (a bundle carried to a GPU machine, `scripts/gpu-bundle`), else cargo's.
+pub fn runner_exe() -> PathBuf {
+    std::env::var_os("CREG_TEST_RUNNER").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_runner")),
+        PathBuf::from,
+    )
+}
+
+/// The crate's folder (test data, `../models.toml`, `../scripts`): `CREG_TEST_CRATE_DIR`
+/// for a carried test binary, as for [`runner_exe`], else the folder cargo built from.
+pub fn crate_dir() -> PathBuf {
+    std::env::var_os("CREG_TEST_CRATE_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 /// Runs the `runner` binary; the caller judges the exit status.
 pub fn runner(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
+    Command::new(runner_exe())
         .args(args)
         .output()
         .expect("the runner binary starts")

@@ -5,10 +5,9 @@
 use runner::engine::candle::chat_template::{known, ChatTemplate};
 use runner::engine::candle::loader::Panel;
 use runner::engine::{Message, Role};
-use std::path::Path;
 
 fn panel() -> Panel {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models.toml");
+    let path = crate::common::crate_dir().join("../models.toml");
     Panel::load(&path).expect("models.toml parses")
 }
 

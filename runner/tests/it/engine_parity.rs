@@ -9,7 +9,6 @@ use runner::engine::candle::loader::ModelFiles;
 use runner::engine::candle::Engine;
 use runner::engine::{Backend, Prompt, Request, RequestId, Sampling};
 use serde::Deserialize;
-use std::path::Path;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -25,7 +24,7 @@ struct Case {
 }
 
 fn check(arch: Arch, tag: &str) {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/parity/{tag}.json"));
+    let data = crate::common::crate_dir().join(format!("tests/data/parity/{tag}.json"));
     let reference: Reference =
         serde_json::from_str(&std::fs::read_to_string(&data).unwrap()).unwrap();
     let dir = std::env::temp_dir().join(format!("engine-parity-{tag}-{}", std::process::id()));

@@ -9,7 +9,6 @@ use runner::engine::candle::loader::ModelFiles;
 use runner::engine::candle::Engine;
 use runner::engine::{Message, Prompt, Role};
 use serde::Deserialize;
-use std::path::Path;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -39,8 +38,7 @@ struct ChatMessage {
 }
 
 fn check(arch: Arch, tag: &str, class: &str, bos: Option<&str>) {
-    let data =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/tokenizer/{tag}.json"));
+    let data = crate::common::crate_dir().join(format!("tests/data/tokenizer/{tag}.json"));
     let reference: Reference =
         serde_json::from_str(&std::fs::read_to_string(&data).unwrap()).unwrap();
     // transformers must have loaded the class the real model uses, or the reference

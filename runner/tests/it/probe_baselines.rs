@@ -9,10 +9,9 @@ use runner::score::probe::{
 use runner::suite::probe::generator::{generate_pit, generate_probe};
 use runner::suite::probe::loader::load_probe;
 use runner::suite::probe::records::{Contradicted, PitItem, ProbeItem};
-use std::path::PathBuf;
 
 fn v0() -> Vec<ProbeItem> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
+    let p = crate::common::crate_dir().join("../../shared/reference/probe_v0.json");
     assert!(
         p.exists(),
         "{} is missing: the published v0 file must sit in the shared reference folder",

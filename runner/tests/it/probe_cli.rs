@@ -2,7 +2,6 @@
 //! defect), stats, baseline.
 
 use super::common::{runner, scratch, text};
-use std::path::Path;
 
 #[test]
 fn generate_then_check_then_reject_a_mutated_gold() {
@@ -83,7 +82,7 @@ fn compare_reports_paired_tests() {
 
 #[test]
 fn published_v0_file_checks_and_scores() {
-    let v0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
+    let v0 = crate::common::crate_dir().join("../../shared/reference/probe_v0.json");
     assert!(v0.exists(), "{} is missing", v0.display());
     let out = runner(&["probe", "check", v0.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));

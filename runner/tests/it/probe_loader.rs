@@ -154,7 +154,7 @@ fn io_error_names_the_file() {
 
 /// The published v0 file beside the project; it is always there, so its absence fails.
 pub fn v0_path() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
+    let p = crate::common::crate_dir().join("../../shared/reference/probe_v0.json");
     assert!(
         p.exists(),
         "{} is missing: the published v0 file must sit in the shared reference folder",

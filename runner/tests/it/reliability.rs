@@ -80,7 +80,7 @@ fn two_writers_started_together_never_journal_a_sample_twice() {
         s(&out),
     ];
     let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_runner"))
+        Command::new(crate::common::runner_exe())
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

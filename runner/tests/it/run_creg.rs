@@ -136,7 +136,7 @@ fn a_run_killed_at_random_points_resumes_to_exactly_the_uninterrupted_journal() 
                 .unwrap_or(0)
         };
         loop {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
+            let mut child = Command::new(crate::common::runner_exe())
                 .args(&args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -224,6 +224,30 @@ fn shard_runs_merge_into_the_unsharded_run() {
         "the union is the unsharded run"
     );
     assert!(merged.join("scores.json").is_file() && merged.join("summary.md").is_file());
+
+    // Each shard's batch figures come along: the merged summary pools them and names
+    // every shard's invocation.
+    let mut shards = Vec::new();
+    for d in &dirs {
+        shards.extend(batches::read(d).unwrap());
+    }
+    assert_eq!(shards.len(), 3, "one invocation per shard");
+    let pooled = batches::pooled(&shards).describe().unwrap();
+    let summary = std::fs::read_to_string(merged.join("summary.md")).unwrap();
+    let line = summary
+        .lines()
+        .find(|l| l.contains("batch utilization"))
+        .unwrap_or_else(|| panic!("no utilization line in:\n{summary}"));
+    assert!(
+        line.contains(&format!("{pooled}, pooled over 3 invocations")),
+        "{pooled} not in {line}"
+    );
+    for i in 0..3 {
+        assert!(
+            line.contains(&format!("shard {i}/3 invocation 1")),
+            "{line}"
+        );
+    }
 
     // A shard of another plan (other seeds) is refused, naming what differs.
     let mut other = fixture_args(&out.join("other"));
@@ -433,7 +457,7 @@ fn offline_rescoring_reproduces_the_streamed_reports() {
 
 #[test]
 fn the_slurm_scripts_run_one_shard_per_array_task_and_merge_them() {
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts");
+    let scripts = crate::common::crate_dir().join("../scripts");
     let out = scratch("slurm");
     for task in 0..3 {
         let o = Command::new("bash")
@@ -442,7 +466,7 @@ fn the_slurm_scripts_run_one_shard_per_array_task_and_merge_them() {
             .env("MODEL", "oracle")
             .env("OUT", &out)
             .env("DEVICE", "cpu")
-            .env("RUNNER", env!("CARGO_BIN_EXE_runner"))
+            .env("RUNNER", crate::common::runner_exe())
             .env("SLURM_ARRAY_TASK_MIN", "0")
             .env("SLURM_ARRAY_TASK_MAX", "2")
             .env("SLURM_ARRAY_TASK_ID", task.to_string())
@@ -458,7 +482,7 @@ fn the_slurm_scripts_run_one_shard_per_array_task_and_merge_them() {
     let o = Command::new("bash")
         .arg(scripts.join("slurm-merge.sh"))
         .args(["oracle", "3", s(&out)])
-        .env("RUNNER", env!("CARGO_BIN_EXE_runner"))
+        .env("RUNNER", crate::common::runner_exe())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));

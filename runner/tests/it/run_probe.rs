@@ -421,7 +421,7 @@ fn a_fixture_model_answers_through_the_engine() {
 
 #[test]
 fn oracle_on_the_published_v0_file_scores_perfectly() {
-    let v0 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/probe_v0.json");
+    let v0 = crate::common::crate_dir().join("../../shared/reference/probe_v0.json");
     assert!(v0.exists(), "{} is missing", v0.display());
     let out = scratch("v0");
     run_probe("oracle", &out, &["--suite-file", v0.to_str().unwrap()]);
