@@ -43,12 +43,13 @@ pub struct EngineBench {
     pub mixed: Option<MixedWorkload>,
 }
 
-/// A serving workload of `requests` prompts with length caps of 16 to 256 new tokens,
-/// decoded at a row limit of the largest batch size by each scheduler in alternating
-/// rounds (`repeat` of them), so that the schedulers are compared side by side.
+/// A serving workload of `requests` prompts with length caps of 16 to `longest_cap` new
+/// tokens, decoded at a row limit of the largest batch size by each scheduler in
+/// alternating rounds (`repeat` of them), so that the schedulers are compared side by side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MixedWorkload {
     pub requests: usize,
+    pub longest_cap: usize,
     pub schedulers: Vec<Scheduler>,
 }
 
@@ -180,7 +181,13 @@ fn run_mixed(
             "the mixed workload needs --requests of 1 or more and a --scheduler".to_string(),
         ));
     }
-    let requests = mixed_workload(mixed.requests, 7);
+    if mixed.longest_cap < 16 {
+        return Err(BenchError::Workload(format!(
+            "--longest-cap {} is below the workload's shortest cap, 16",
+            mixed.longest_cap
+        )));
+    }
+    let requests = mixed_workload(mixed.requests, mixed.longest_cap, 7);
     // One untimed pass warms allocators and thread pools.
     engine.bench_workload(&requests[..requests.len().min(4)], Scheduler::Continuous)?;
     let mut results = Vec::new();
@@ -190,6 +197,7 @@ fn run_mixed(
             let mut result = serde_json::json!({
                 "engine": engine.describe(),
                 "workload": "mixed",
+                "longest_cap": mixed.longest_cap,
                 "round": round,
             });
             if let (Some(out), Value::Object(fields)) = (result.as_object_mut(), row(&run)) {

@@ -259,13 +259,16 @@ pub struct BenchArgs {
     /// One JSON object per line instead of the Markdown table (for scripts).
     #[arg(long)]
     json: bool,
-    /// `mixed`: a serving workload of --requests prompts with length caps of 16 to 256
-    /// new tokens, decoded at a row limit of the largest --batch by each --scheduler in
-    /// alternating rounds (--repeat of them).
+    /// `mixed`: a serving workload of --requests prompts with length caps of 16 to
+    /// --longest-cap new tokens (median a quarter of it), decoded at a row limit of the
+    /// largest --batch by each --scheduler in alternating rounds (--repeat of them).
     #[arg(long)]
     workload: Option<String>,
     #[arg(long, default_value_t = 96)]
     requests: usize,
+    /// The mixed workload's longest length cap (the protocol's is 512).
+    #[arg(long, default_value_t = 256)]
+    longest_cap: usize,
     /// Schedulers to compare, comma-separated: continuous, static.
     #[arg(long, default_value = "continuous,static", value_delimiter = ',')]
     scheduler: Vec<String>,
@@ -294,6 +297,7 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
             None => None,
             Some("mixed") => Some(MixedWorkload {
                 requests: args.requests,
+                longest_cap: args.longest_cap,
                 schedulers: args
                     .scheduler
                     .iter()

@@ -29,7 +29,7 @@ fn sorted(mut s: Vec<Sample>) -> Vec<(String, u64, Vec<u32>)> {
 
 /// Length caps of 16 to 256 new tokens: static groups wait for their longest row.
 fn workload() -> Vec<Request> {
-    let reqs = mixed_workload(24, 3);
+    let reqs = mixed_workload(24, 256, 3);
     let caps: Vec<usize> = reqs.iter().map(|r| r.max_new_tokens).collect();
     assert!(
         caps.iter().min() < Some(&40) && caps.iter().max() > Some(&100),

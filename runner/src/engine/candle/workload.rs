@@ -51,9 +51,11 @@ const WORDS: [&str; 16] = [
 ];
 
 /// `requests` single-seed requests with prompts of 40 to 400 words and length caps
-/// drawn from a lognormal (median 64 new tokens, clamped to 16..=256), as answers of a
-/// real suite vary; `seed` fixes the draw.
-pub fn mixed_workload(requests: usize, seed: u64) -> Vec<Request> {
+/// drawn from a lognormal with median `longest / 4` new tokens, clamped to
+/// 16..=`longest` (256: median 64; the protocol's 512: median 128), as answers of a
+/// real suite vary; `seed` fixes the draw, and the same draw scales with `longest`.
+pub fn mixed_workload(requests: usize, longest: usize, seed: u64) -> Vec<Request> {
+    let longest = longest.max(16) as f64;
     let key = StreamKey::new(seed, &RequestId::new("mixed-workload"));
     let mut n = 0usize;
     let mut uniform = || {
@@ -64,7 +66,10 @@ pub fn mixed_workload(requests: usize, seed: u64) -> Vec<Request> {
         .map(|i| {
             // Irwin-Hall: the sum of 12 uniforms less 6 is close to a standard normal.
             let normal: f64 = (0..12).map(|_| uniform()).sum::<f64>() - 6.0;
-            let cap = (64f64.ln() + 0.8 * normal).exp().round().clamp(16.0, 256.0) as usize;
+            let cap = ((longest / 4.0).ln() + 0.8 * normal)
+                .exp()
+                .round()
+                .clamp(16.0, longest) as usize;
             let words = 40 + (uniform() * 360.0) as usize;
             let text: Vec<&str> = (0..words)
                 .map(|_| WORDS[(uniform() * WORDS.len() as f64) as usize % WORDS.len()])
@@ -116,5 +121,46 @@ impl Engine {
             joins: stats.joins,
             phases: self.phase_times.since(&times_before),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mixed_workload;
+
+    fn caps(longest: usize) -> Vec<usize> {
+        let mut c: Vec<usize> = mixed_workload(400, longest, 7)
+            .iter()
+            .map(|r| r.max_new_tokens)
+            .collect();
+        c.sort_unstable();
+        c
+    }
+
+    #[test]
+    fn length_caps_spread_from_a_few_dozen_tokens_to_the_longest_cap() {
+        for longest in [256, 512] {
+            let c = caps(longest);
+            let median = c[c.len() / 2];
+            assert!(
+                c[0] >= 16 && *c.last().unwrap() <= longest,
+                "{longest}: {c:?}"
+            );
+            assert!(
+                (longest / 5..=longest / 3).contains(&median),
+                "median {median} for longest {longest}"
+            );
+            assert!(
+                c.iter().filter(|&&x| x < 48).count() >= 20,
+                "{longest}: {c:?}"
+            );
+            assert!(
+                c.iter().filter(|&&x| x == longest).count() >= 2,
+                "{longest}: {c:?}"
+            );
+        }
+        // The same draw, scaled: a longer longest cap lengthens every request's cap.
+        let (short, long) = (caps(256), caps(512));
+        assert!(short.iter().zip(&long).all(|(s, l)| l >= s));
     }
 }
