@@ -113,6 +113,19 @@ pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Valu
             "--prompt-tokens and --new-tokens must be 1 or more".to_string(),
         ));
     }
+    if let Some(mixed) = &bench.mixed {
+        if mixed.requests == 0 || mixed.schedulers.is_empty() {
+            return Err(BenchError::Workload(
+                "the mixed workload needs --requests of 1 or more and a --scheduler".to_string(),
+            ));
+        }
+        if mixed.longest_cap < 16 {
+            return Err(BenchError::Workload(format!(
+                "--longest-cap {} is below the workload's shortest cap, 16",
+                mixed.longest_cap
+            )));
+        }
+    }
     let (device, warning) = select_device(bench.device)?;
     if let Some(w) = warning {
         eprintln!("warning: {w}");
@@ -176,17 +189,6 @@ fn run_mixed(
     repeat: usize,
     each: &mut dyn FnMut(&Value),
 ) -> Result<Vec<Value>, BenchError> {
-    if mixed.requests == 0 || mixed.schedulers.is_empty() {
-        return Err(BenchError::Workload(
-            "the mixed workload needs --requests of 1 or more and a --scheduler".to_string(),
-        ));
-    }
-    if mixed.longest_cap < 16 {
-        return Err(BenchError::Workload(format!(
-            "--longest-cap {} is below the workload's shortest cap, 16",
-            mixed.longest_cap
-        )));
-    }
     let requests = mixed_workload(mixed.requests, mixed.longest_cap, 7);
     // One untimed pass warms allocators and thread pools.
     engine.bench_workload(&requests[..requests.len().min(4)], Scheduler::Continuous)?;
@@ -317,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_workload_is_refused_before_loading_anything() {
+    fn an_empty_or_bad_workload_is_refused_before_loading_anything() {
         let mut bench = EngineBench {
             model: BenchModel::Folder(PathBuf::from("/nonexistent")),
             device: DeviceChoice::Cpu,
@@ -336,6 +338,20 @@ mod tests {
         bench.new_tokens = 0;
         let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
         assert!(err.contains("--new-tokens"), "{err}");
+        bench.new_tokens = 4;
+        let mut mixed = MixedWorkload {
+            requests: 0,
+            longest_cap: 256,
+            schedulers: vec![Scheduler::Continuous],
+        };
+        bench.mixed = Some(mixed.clone());
+        let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("--requests"), "{err}");
+        mixed.requests = 8;
+        mixed.longest_cap = 8;
+        bench.mixed = Some(mixed);
+        let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("--longest-cap 8"), "{err}");
     }
 
     fn counted(allocs: Option<(u64, u64)>) -> BenchTimes {
