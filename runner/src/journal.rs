@@ -545,7 +545,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
         .filter(|r| seen.insert(r.key()))
         .collect();
     journal.append(&fresh)?;
-    batches::BatchLog::open(&journal)?.carry_over(&batch_figures)?;
+    batches::BatchLog::carry_over(&journal, &batch_figures)?;
     Ok(seen.len())
 }
 #[cfg(test)]

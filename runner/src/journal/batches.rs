@@ -54,6 +54,11 @@ impl BatchLog {
     /// no other process numbers its invocation at the same time. A torn last line (a
     /// crash mid-write) is cut off, so that the next line starts on a line of its own.
     pub fn open(journal: &Journal) -> Result<BatchLog, JournalError> {
+        Ok(Self::open_with_lines(journal)?.0)
+    }
+
+    /// [`BatchLog::open`], with the whole lines already in the file.
+    fn open_with_lines(journal: &Journal) -> Result<(BatchLog, Vec<Invocation>), JournalError> {
         let path = journal.dir().join(BATCHES_FILE);
         let (lines, good_end, len) = read_lines(&path)?;
         if good_end < len {
@@ -63,12 +68,13 @@ impl BatchLog {
                 .and_then(|f| f.set_len(good_end as u64));
             cut.map_err(|e| io_error(&path, "cut the torn last line off", e))?;
         }
-        Ok(BatchLog {
+        let log = BatchLog {
             invocation: lines.iter().map(|l| l.invocation).max().unwrap_or(0) + 1,
             started: chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             path,
-        })
+        };
+        Ok((log, lines))
     }
 
     /// Appends one call's figures; a call that decoded nothing adds no line.
@@ -85,13 +91,17 @@ impl BatchLog {
         append_lines(&self.path, &[line])
     }
 
-    /// Carries the invocations of shard run folders into this (merged) folder, each
-    /// renumbered after the ones already here and tagged with where it came from, so the
-    /// merged reports pool every shard's figures. An invocation already carried is not
-    /// carried twice, so merging again adds only what is new. Returns how many were added.
-    pub fn carry_over(self, shards: &[(String, Vec<Invocation>)]) -> Result<usize, JournalError> {
-        let (here, _, _) = read_lines(&self.path)?;
-        let mut next = self.invocation;
+    /// Carries the invocations of shard run folders into the (merged) folder `journal`
+    /// holds, each renumbered after the ones already there and tagged with where it came
+    /// from, so the merged reports pool every shard's figures. An invocation already
+    /// carried is not carried twice, so merging again adds only what is new. Returns how
+    /// many were added.
+    pub fn carry_over(
+        journal: &Journal,
+        shards: &[(String, Vec<Invocation>)],
+    ) -> Result<usize, JournalError> {
+        let (log, here) = Self::open_with_lines(journal)?;
+        let mut next = log.invocation;
         let mut lines = Vec::new();
         for (shard, invocations) in shards {
             for i in invocations {
@@ -113,7 +123,7 @@ impl BatchLog {
                 next += 1;
             }
         }
-        append_lines(&self.path, &lines)?;
+        append_lines(&log.path, &lines)?;
         Ok(lines.len())
     }
 }

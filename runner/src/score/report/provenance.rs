@@ -53,10 +53,7 @@ impl Provenance {
             serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok()
         };
         if let Some(m) = read("manifest.json") {
-            let (invocations, invocations_error) = match batches::read(dir) {
-                Ok(i) => (i, None),
-                Err(e) => (Vec::new(), Some(e.to_string())),
-            };
+            let (invocations, invocations_error) = read_invocations(dir);
             self.runs.push(RunSource {
                 label: label.to_string(),
                 identity: m.get("identity").cloned().unwrap_or(Value::Null),
@@ -156,9 +153,15 @@ struct RunSourceIn {
 /// A run folder's batch utilization as the reports word it; None where the run
 /// recorded no batch figures (served models, baselines, older runs).
 pub fn batch_utilization(dir: &Path) -> Option<String> {
+    let (invocations, error) = read_invocations(dir);
+    utilization(&invocations, error.as_deref())
+}
+
+/// A run folder's batch figures, or why they cannot be read (shown in their place).
+fn read_invocations(dir: &Path) -> (Vec<Invocation>, Option<String>) {
     match batches::read(dir) {
-        Ok(invocations) => utilization(&invocations, None),
-        Err(e) => utilization(&[], Some(&e.to_string())),
+        Ok(i) => (i, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     }
 }
 
