@@ -54,11 +54,22 @@ fn cuda_device(n: usize) -> Result<Device, EngineError> {
             Ok(d)
         }
         Ok(Err(e)) => Err(EngineError::Device(format!(
-            "CUDA device {n} is not usable: {e}"
+            "CUDA device {n} is not usable: {}",
+            without_backtrace(e)
         ))),
         Err(_) => Err(EngineError::Device(format!(
             "CUDA device {n} is not usable (driver panic)"
         ))),
+    }
+}
+
+/// The error without the backtrace candle attaches under `RUST_BACKTRACE`: the reason a
+/// device is unusable is one line of the fallback warning, not a stack dump.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(*inner),
+        e => e,
     }
 }
 
@@ -124,5 +135,25 @@ pub fn default_row_cap(device: &Device) -> usize {
         64
     } else {
         super::ROW_CAP
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fallback_reason_drops_the_backtrace_but_keeps_the_error() {
+        let inner = candle_core::Error::Msg("DriverError(CUDA_ERROR_NO_DEVICE)".into());
+        let traced = candle_core::Error::WithBacktrace {
+            inner: Box::new(inner),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert!(
+            traced.to_string().lines().count() > 1,
+            "the trace is printed"
+        );
+        let plain = without_backtrace(traced).to_string();
+        assert_eq!(plain, "DriverError(CUDA_ERROR_NO_DEVICE)");
     }
 }
