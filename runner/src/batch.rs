@@ -29,6 +29,8 @@ pub struct BatchStats {
     pub generated_tokens: usize,
     /// Times newcomers joined the running batch (each copies the batch's KV cache once).
     pub joins: usize,
+    /// Rows a newcomer took in place of a finished row (each a copy of that row alone).
+    pub refills: usize,
 }
 
 impl BatchStats {
@@ -47,6 +49,7 @@ impl BatchStats {
                 .generated_tokens
                 .saturating_sub(earlier.generated_tokens),
             joins: self.joins.saturating_sub(earlier.joins),
+            refills: self.refills.saturating_sub(earlier.refills),
         }
     }
 
@@ -58,6 +61,7 @@ impl BatchStats {
             row_steps: self.row_steps + other.row_steps,
             generated_tokens: self.generated_tokens + other.generated_tokens,
             joins: self.joins + other.joins,
+            refills: self.refills + other.refills,
         }
     }
 
@@ -113,6 +117,7 @@ mod tests {
             row_steps: 9355,
             generated_tokens: 8739,
             joins: 3,
+            refills: 5,
         };
         assert_eq!(
             b.describe().unwrap(),
@@ -120,13 +125,16 @@ mod tests {
         );
         assert_eq!(BatchStats::default().describe(), None);
         let twice = b.plus(&b);
-        assert_eq!((twice.row_steps, twice.joins), (18710, 6));
+        assert_eq!(
+            (twice.row_steps, twice.joins, twice.refills),
+            (18710, 6, 10)
+        );
         assert_eq!(twice.since(&b), b);
     }
 
     #[test]
     fn a_record_missing_later_fields_still_reads() {
         let b: BatchStats = serde_json::from_str(r#"{"steps": 2, "row_steps": 8}"#).unwrap();
-        assert_eq!((b.steps, b.row_steps, b.joins), (2, 8, 0));
+        assert_eq!((b.steps, b.row_steps, b.joins, b.refills), (2, 8, 0, 0));
     }
 }

@@ -7,7 +7,7 @@ use crate::engine::candle::bench::BenchTimes;
 use crate::engine::candle::fixture::{write_fixture, Arch, Size};
 use crate::engine::candle::loader::ModelFiles;
 use crate::engine::candle::workload::mixed_workload;
-use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine, Scheduler};
+use crate::engine::candle::{select_device, BatchLimits, DeviceChoice, Engine, Refill, Scheduler};
 use crate::engine::Backend;
 use serde::Serialize;
 use serde_json::Value;
@@ -51,6 +51,9 @@ pub struct MixedWorkload {
     pub requests: usize,
     pub longest_cap: usize,
     pub schedulers: Vec<Scheduler>,
+    /// Ways continuous batching refills finished rows' places, each run in turn; none:
+    /// the device's own.
+    pub refills: Vec<Refill>,
 }
 
 /// Per-step time of each part of a decode step, in milliseconds.
@@ -191,11 +194,28 @@ fn run_mixed(
 ) -> Result<Vec<Value>, BenchError> {
     let requests = mixed_workload(mixed.requests, mixed.longest_cap, 7);
     // One untimed pass warms allocators and thread pools.
-    engine.bench_workload(&requests[..requests.len().min(4)], Scheduler::Continuous)?;
+    engine.bench_workload(
+        &requests[..requests.len().min(4)],
+        Scheduler::Continuous,
+        None,
+    )?;
+    // Refilling only applies to continuous batching; static groups run once per round.
+    let refills: Vec<Option<Refill>> = match mixed.refills.as_slice() {
+        [] => vec![None],
+        r => r.iter().copied().map(Some).collect(),
+    };
+    let arms: Vec<(Scheduler, Option<Refill>)> = mixed
+        .schedulers
+        .iter()
+        .flat_map(|&s| match s {
+            Scheduler::Continuous => refills.iter().map(|&r| (s, r)).collect(),
+            Scheduler::Static => vec![(s, None)],
+        })
+        .collect();
     let mut results = Vec::new();
     for round in 0..repeat.max(1) {
-        for &scheduler in &mixed.schedulers {
-            let run = engine.bench_workload(&requests, scheduler)?;
+        for &(scheduler, refill) in &arms {
+            let run = engine.bench_workload(&requests, scheduler, refill)?;
             let mut result = serde_json::json!({
                 "engine": engine.describe(),
                 "workload": "mixed",
@@ -343,6 +363,7 @@ mod tests {
             requests: 0,
             longest_cap: 256,
             schedulers: vec![Scheduler::Continuous],
+            refills: Vec::new(),
         };
         bench.mixed = Some(mixed.clone());
         let err = run(&bench, &mut |_| {}).unwrap_err().to_string();

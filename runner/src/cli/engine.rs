@@ -8,7 +8,7 @@ use runner::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner::bench::sampler::SamplerBench;
 use runner::engine::candle::fixture::{Arch, Size};
 use runner::engine::candle::loader::{self, ModelFiles, Panel};
-use runner::engine::candle::{select_device, DeviceChoice, Engine, Scheduler};
+use runner::engine::candle::{select_device, DeviceChoice, Engine, Refill, Scheduler};
 use runner::engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -272,6 +272,10 @@ pub struct BenchArgs {
     /// Schedulers to compare, comma-separated: continuous, static.
     #[arg(long, default_value = "continuous,static", value_delimiter = ',')]
     scheduler: Vec<String>,
+    /// How continuous batching refills finished rows' places, comma-separated, each run
+    /// in turn: in-place (the engine's way), compact (drop them at once, the way before).
+    #[arg(long, value_delimiter = ',')]
+    refill: Vec<String>,
 }
 
 /// The bench's workload as the library takes it.
@@ -294,6 +298,9 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
         sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
         save_prompts: args.save_prompts.clone(),
         mixed: match args.workload.as_deref() {
+            None if !args.refill.is_empty() => {
+                bail!("--refill applies to the mixed workload only (--workload mixed)")
+            }
             None => None,
             Some("mixed") => Some(MixedWorkload {
                 requests: args.requests,
@@ -302,6 +309,11 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
                     .scheduler
                     .iter()
                     .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
+                    .collect::<Result<_>>()?,
+                refills: args
+                    .refill
+                    .iter()
+                    .map(|s| s.parse::<Refill>().map_err(anyhow::Error::msg))
                     .collect::<Result<_>>()?,
             }),
             Some(other) => bail!("unknown --workload {other:?} (mixed)"),

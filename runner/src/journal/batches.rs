@@ -210,7 +210,7 @@ mod tests {
             rows_decoded: tokens,
             row_steps,
             generated_tokens: tokens,
-            joins: 0,
+            ..BatchStats::default()
         }
     }
 

@@ -205,7 +205,7 @@ fn merge_carries_each_shards_batch_figures_once_tagged_with_its_shard() {
         rows_decoded: rows,
         row_steps,
         generated_tokens: rows,
-        joins: 0,
+        ..BatchStats::default()
     };
     // One invocation of shard `i` of 2 in `dir`: one sample and its batch figures.
     let invocation = |dir: &Path, i: usize, sample: usize, stats: BatchStats| {

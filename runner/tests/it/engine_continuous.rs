@@ -5,7 +5,7 @@
 use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::engine::candle::loader::ModelFiles;
 use runner::engine::candle::workload::mixed_workload;
-use runner::engine::candle::{BatchLimits, Engine, Scheduler};
+use runner::engine::candle::{BatchLimits, Engine, Refill, Scheduler};
 use runner::engine::{Backend, Request, Sample};
 use std::path::Path;
 
@@ -90,6 +90,30 @@ fn finished_rows_are_refilled_at_once_and_samples_match_static_groups() {
         "no later request finished before {}",
         longest.id
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn newcomers_written_over_finished_rows_give_the_samples_of_a_compacted_batch() {
+    let dir = std::env::temp_dir().join(format!("engine-refill-{}", std::process::id()));
+    write_fixture(Arch::Qwen2, Size::Tiny, &dir).unwrap();
+    let reqs = workload();
+    let mut compact = engine(&dir, 6, 4096).with_refill(Refill::Compact);
+    let want = compact.generate(&reqs).unwrap();
+    let c = compact.batch_stats().unwrap();
+    let mut in_place = engine(&dir, 6, 4096).with_refill(Refill::InPlace);
+    let got = in_place.generate(&reqs).unwrap();
+    let p = in_place.batch_stats().unwrap();
+    assert_eq!(sorted(got), sorted(want));
+    assert_eq!(c.refills, 0, "compacting copies the batch: {c:?}");
+    // Each request here has one seed and a prompt shorter than the running rows' slots,
+    // so most newcomers take a place without copying the batch.
+    assert!(
+        p.refills >= reqs.len() / 2 && p.joins < c.joins,
+        "in place: {p:?}; compacting: {c:?}"
+    );
+    assert_eq!(p.generated_tokens, c.generated_tokens, "the same work");
+    assert_eq!(p.utilization(), Some(1.0), "{p:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -8,7 +8,7 @@
 
 use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::engine::candle::loader::ModelFiles;
-use runner::engine::candle::{BatchLimits, Engine};
+use runner::engine::candle::{BatchLimits, Engine, Refill};
 use runner::engine::{Backend, FinishReason, Prompt, Request, RequestId, Sample, Sampling};
 use std::collections::HashMap;
 use std::path::Path;
@@ -158,19 +158,23 @@ fn check(arch: Arch, size: Size, tag: &str) {
         "{tag}: {stops} early stops, {full} rows at 128 tokens"
     );
     // Continuous batching at row limits of 1 to 32, the long prompts prefilled whole or
-    // in chunks of 256, 640 or 1,024 tokens while other rows decode, in both orders.
-    for (max_rows, prefill_tokens, reversed) in [
-        (1, 4096, false),
-        (2, 256, true),
-        (3, 640, false),
-        (7, 1024, true),
+    // in chunks of 256, 640 or 1,024 tokens while other rows decode, in both orders;
+    // finished rows' places taken in place by newcomers (which leaves stale values in a
+    // newcomer's padding) or dropped from the cache at once.
+    let mut refills = 0;
+    for (max_rows, prefill_tokens, reversed, refill) in [
+        (1, 4096, false, Refill::Compact),
+        (2, 256, true, Refill::Compact),
+        (3, 640, false, Refill::InPlace),
+        (7, 1024, true, Refill::InPlace),
     ] {
         let mut order = reqs.clone();
         if reversed {
             order.reverse();
         }
-        let mut e = engine(&dir, max_rows, prefill_tokens, &eos);
+        let mut e = engine(&dir, max_rows, prefill_tokens, &eos).with_refill(refill);
         let samples = e.generate(&order).unwrap();
+        refills += e.batch_stats().unwrap().refills;
         let got = outcome(&e, &samples);
         for (key, want) in &reference {
             let have = &got[key];
@@ -182,6 +186,10 @@ fn check(arch: Arch, size: Size, tag: &str) {
             );
         }
     }
+    assert!(
+        refills > 0,
+        "{tag}: no newcomer took a finished row's place"
+    );
     // A resume: the first half of the requests, then the rest in a new call.
     let mut e = engine(&dir, 32, 8192, &eos);
     let mut samples = e.generate(&reqs[..2]).unwrap();

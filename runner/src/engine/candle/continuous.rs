@@ -3,13 +3,19 @@
 //!
 //! Newcomers are prefilled one prompt at a time in their own cache, in chunks of a
 //! token budget per step, so that the running rows keep decoding between chunks. A
-//! fully prefilled prompt is forked per seed and joined to the running batch by one
-//! copy of the batch's cache ([`KvCache::join_rows`], left-padding the shorter rows),
-//! in which the rows that finished in the same step are left out; without newcomers,
-//! finished rows are dropped by a gather of the slots in use. A slot table that needs
-//! no compaction would save those copies, but attention would then read (and the
-//! kernels mask) the dead slots at every step, which on the CPU costs more than the
-//! copies; the copies are counted in [`BatchStats::joins`].
+//! fully prefilled prompt is forked per seed, and each fork is written over a finished
+//! row's place ([`KvCache::place`], one row copied); a place stays in the batch,
+//! decoding a dummy token, until a newcomer takes it. A copy of the whole cache
+//! ([`KvCache::join_rows`], left-padding the shorter rows) is left for when newcomers
+//! outnumber the places, a prompt is longer than the batch's slots, or the buffers are
+//! full, and a gather of the rows in use ([`KvCache::select`]) for trimming padding and
+//! for the end of the work. Dropping finished rows at once instead ([`Refill::Compact`],
+//! the engine's way before) copies the cache whenever rows finish, which on a GPU at
+//! hundreds of rows is nearly every step and costs more than the step (BUDGET.md,
+//! section 5); on the CPU the two ways measure within a few percent of each other.
+//!
+//! Full copies are counted in [`BatchStats::joins`], rows taken in place in
+//! [`BatchStats::refills`].
 //!
 //! Batch invariance holds by construction on the CPU: a chunk boundary falls on a
 //! multiple of [`PREFILL_ALIGN`] real positions, which is a multiple of the fused
@@ -19,7 +25,7 @@
 use super::kv_cache::KvCache;
 use super::phases::{timed, PhaseTimes};
 use super::sampler::StreamKey;
-use super::{step, Engine};
+use super::{step, Engine, Refill};
 use crate::engine::{BatchStats, EngineError, Request, Sample, Sampling, Timings};
 use candle_core::Tensor;
 use std::collections::VecDeque;
@@ -69,16 +75,38 @@ impl Engine {
     }
 
     /// Whether `rows` more rows reaching `extent` tokens fit the row limit and the KV
-    /// budget beside the rows already taken; the first rows always go in.
-    fn fits(&self, taken: usize, taken_extent: usize, rows: usize, extent: usize) -> bool {
+    /// budget beside the rows already taken; the first rows always go in. `headroom` is
+    /// what the cache keeps beyond every row's extent (see [`Engine::headroom`]).
+    fn fits(
+        &self,
+        taken: usize,
+        taken_extent: usize,
+        rows: usize,
+        extent: usize,
+        headroom: usize,
+    ) -> bool {
         if taken == 0 {
             return true;
         }
         let total = taken + rows;
         let kv = total
-            .saturating_mul(taken_extent.max(extent))
+            .saturating_mul(taken_extent.max(extent) + headroom)
             .saturating_mul(self.kv_bytes_per_token);
         total <= self.limits.max_rows && kv <= self.limits.kv_budget_bytes
+    }
+
+    /// Slots a joined cache keeps beyond its rows' extent: none when compacting; in
+    /// place, two answers' worth (`max_new` tokens each). A newcomer takes a place only
+    /// if its whole answer fits in the buffers, as every row's slots advance together:
+    /// two answers' room lets newcomers take places for at least one answer's length of
+    /// steps before a join copies the cache again. At the GPU's batch sizes a step reads
+    /// every row's cache anyway, so the rows this costs where the KV budget binds cost
+    /// little throughput; a copy of the cache at every step would cost much more.
+    fn headroom(&self, max_new: usize) -> usize {
+        match self.refill {
+            Refill::Compact => 0,
+            Refill::InPlace => 2 * max_new,
+        }
     }
 
     /// Decodes `pending` (request, prompt ids) with continuous batching, handing over
@@ -86,9 +114,9 @@ impl Engine {
     ///
     /// Each step: the running rows choose their tokens and the finished ones are handed
     /// over; waiting prompts take the freed places and are prefilled within the step's
-    /// token budget; newcomers whose prompts are in choose their first token; then one
-    /// copy of the cache drops the finished rows and adds the newcomers, and one forward
-    /// pass decodes every row.
+    /// token budget; newcomers whose prompts are in choose their first token; then the
+    /// cache makes room for them (see [`Engine::make_room`]), and one forward pass
+    /// decodes every row.
     pub(super) fn run_continuous(
         &self,
         pending: &[(&Request, Vec<u32>)],
@@ -100,7 +128,8 @@ impl Engine {
         let mut queue: VecDeque<usize> = (0..pending.len()).collect();
         let mut waiting_rows: usize = pending.iter().map(|(r, _)| r.seeds.len()).sum();
         let mut incoming: Vec<Incoming> = Vec::new();
-        let mut rows: Vec<Row> = Vec::new();
+        // One entry per row of the cache: a row being decoded, or a finished row's place.
+        let mut places: Vec<Option<Row>> = Vec::new();
         let mut cache: Option<KvCache> = None;
         let mut logits: Option<Tensor> = None;
         let chunk = self.prefill_chunk();
@@ -108,29 +137,35 @@ impl Engine {
         loop {
             // The running rows' next tokens, from the last forward pass.
             let mut chosen = 0;
-            let mut keep: Vec<usize> = Vec::new();
             if let Some(step_logits) = logits.take() {
-                let next = self.choose(&step_logits, &rows, times)?;
+                let live: Vec<usize> = (0..places.len()).filter(|&i| places[i].is_some()).collect();
+                let step_logits = if live.len() < places.len() {
+                    let idx: Vec<u32> = live.iter().map(|&i| i as u32).collect();
+                    step_logits.index_select(&Tensor::new(idx.as_slice(), &self.device)?, 0)?
+                } else {
+                    step_logits
+                };
+                let running: Vec<&Row> = places.iter().flatten().collect();
+                let next = self.choose(&step_logits, &running, times)?;
                 if let Some(t) = step_start.take() {
                     let dt = t.elapsed().as_secs_f64();
-                    rows.iter_mut().for_each(|r| r.decode_s += dt);
+                    places.iter_mut().flatten().for_each(|r| r.decode_s += dt);
                 }
-                chosen += rows.len();
-                let running = std::mem::take(&mut rows);
-                for (i, row) in running.into_iter().enumerate() {
-                    if let Some(row) = self.advance(row, next[i], times, on_sample)? {
-                        keep.push(i);
-                        rows.push(row);
-                    }
+                chosen += live.len();
+                for (&i, token) in live.iter().zip(next) {
+                    let row = places[i].take().expect("a live place holds a row");
+                    places[i] = self.advance(row, token, times, on_sample)?;
                 }
             }
 
             // Admit waiting prompts while their rows fit beside the running ones.
             while let Some(&next) = queue.front() {
                 let (request, prompt) = &pending[next];
-                let taken = rows.len() + incoming.iter().map(Incoming::rows).sum::<usize>();
-                let extent = rows
+                let taken = places.iter().flatten().count()
+                    + incoming.iter().map(Incoming::rows).sum::<usize>();
+                let extent = places
                     .iter()
+                    .flatten()
                     .map(Row::extent)
                     .chain(
                         incoming
@@ -140,7 +175,14 @@ impl Engine {
                     .max()
                     .unwrap_or(0);
                 let need = prompt.len() + request.max_new_tokens;
-                if !self.fits(taken, extent, request.seeds.len(), need) {
+                let longest_answer = places
+                    .iter()
+                    .flatten()
+                    .map(|r| r.request.max_new_tokens)
+                    .chain(incoming.iter().map(|i| i.request.max_new_tokens))
+                    .fold(request.max_new_tokens, usize::max);
+                let headroom = self.headroom(longest_answer);
+                if !self.fits(taken, extent, request.seeds.len(), need, headroom) {
                     break;
                 }
                 queue.pop_front();
@@ -156,7 +198,7 @@ impl Engine {
             }
 
             // Rows on the device, for the retry after an out-of-memory error.
-            *peak = (*peak).max(rows.len() + incoming.iter().map(Incoming::rows).sum::<usize>());
+            *peak = (*peak).max(places.len() + incoming.iter().map(Incoming::rows).sum::<usize>());
 
             // One step's prefill budget, spent on the newcomers in order.
             let mut budget = self.limits.prefill_tokens.max(chunk);
@@ -183,7 +225,7 @@ impl Engine {
             let (ready, still): (Vec<Incoming>, Vec<Incoming>) =
                 incoming.into_iter().partition(|i| i.logits.is_some());
             incoming = still;
-            let mut joining: Vec<(&Incoming, Vec<usize>)> = Vec::new();
+            let mut joining: Vec<(&Incoming, Vec<Row>)> = Vec::new();
             if !ready.is_empty() {
                 let mut new_rows = Vec::new();
                 let mut forks = Vec::new();
@@ -208,48 +250,26 @@ impl Engine {
                 } else {
                     Tensor::cat(&forks, 0)?
                 };
-                let next = self.choose(&first, &new_rows, times)?;
+                let next = self.choose(&first, &new_rows.iter().collect::<Vec<_>>(), times)?;
                 chosen += new_rows.len();
                 let mut new_rows = new_rows.into_iter().zip(next);
                 for inc in &ready {
-                    let mut survivors = 0;
+                    let mut survivors = Vec::new();
                     for (row, token) in new_rows.by_ref().take(inc.rows()) {
-                        if let Some(row) = self.advance(row, token, times, on_sample)? {
-                            rows.push(row);
-                            survivors += 1;
-                        }
+                        survivors.extend(self.advance(row, token, times, on_sample)?);
                     }
-                    if survivors > 0 {
-                        joining.push((inc, vec![0; survivors]));
+                    if !survivors.is_empty() {
+                        joining.push((inc, survivors));
                     }
                 }
             }
             stats.generated_tokens += chosen;
 
-            // One copy of the cache drops the finished rows and adds the newcomers.
-            let running = cache.take().filter(|_| !keep.is_empty());
-            let mut c = if !joining.is_empty() {
-                let mut parts: Vec<(&KvCache, &[usize])> = Vec::new();
-                if let Some(c) = &running {
-                    parts.push((c, &keep));
-                }
-                parts.extend(
-                    joining
-                        .iter()
-                        .map(|(inc, fork)| (&inc.cache, fork.as_slice())),
-                );
-                // Room for the longest row to finish without regrowing, within the
-                // extent the KV budget was checked against.
-                let extent = rows.iter().map(Row::extent).max().unwrap_or(0);
-                stats.joins += 1;
-                timed(&mut times.cache_s, || KvCache::join_rows(&parts, extent))?
-            } else if let Some(mut c) = running {
-                if keep.len() < c.rows() {
-                    timed(&mut times.cache_s, || c.select(&keep))?;
-                }
-                c
-            } else {
-                if queue.is_empty() && incoming.is_empty() {
+            let waiting = !queue.is_empty() || !incoming.is_empty();
+            let Some(mut c) =
+                self.make_room(&mut places, cache.take(), joining, waiting, stats, times)?
+            else {
+                if !waiting {
                     return Ok(());
                 }
                 continue;
@@ -259,21 +279,26 @@ impl Engine {
 
             if self
                 .simulated_oom_above
-                .is_some_and(|limit| rows.len() > limit)
+                .is_some_and(|limit| places.len() > limit)
             {
                 return Err(EngineError::Tensor(candle_core::Error::Msg(
                     "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
                 )));
             }
+            let live = places.iter().flatten().count();
             stats.steps += 1;
-            stats.rows_decoded += rows.len();
-            stats.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
+            stats.rows_decoded += live;
+            stats.row_steps += self.limits.max_rows.min(live + waiting_rows);
             step_start = Some(Instant::now());
-            let last: Vec<u32> = rows
+            // A finished row's place decodes any token until a newcomer takes it.
+            let last: Vec<u32> = places
                 .iter()
-                .map(|r| *r.tokens.last().expect("a running row has a token"))
+                .map(|p| {
+                    p.as_ref()
+                        .map_or(0, |r| *r.tokens.last().expect("a running row has a token"))
+                })
                 .collect();
-            let tokens = Tensor::from_vec(last, (rows.len(), 1), &self.device)?;
+            let tokens = Tensor::from_vec(last, (places.len(), 1), &self.device)?;
             logits = Some(timed(&mut times.forward_s, || {
                 self.model.forward(&tokens, &mut c)
             })?);
@@ -281,11 +306,130 @@ impl Engine {
         }
     }
 
+    /// Gives the newcomers rows of the cache and lets go of finished rows' places; None
+    /// when no row is left to decode.
+    ///
+    /// Compacting ([`Refill::Compact`]), or where a newcomer cannot take a place: one
+    /// copy of the cache drops the finished rows and adds the newcomers (left-padding
+    /// the shorter rows), or without newcomers a gather keeps the rows in use. In place
+    /// ([`Refill::InPlace`]): each newcomer is written over a finished row's place (one
+    /// row copied), which needs a place for every newcomer and prompts no longer than
+    /// the cache's slots; places nobody takes stay until one does. A full copy still
+    /// trims the cache when padding that every row skips passes a quarter of its slots
+    /// (the rows that set its length have left), and at the end of the work once half
+    /// the places are empty.
+    fn make_room<'a>(
+        &self,
+        places: &mut Vec<Option<Row<'a>>>,
+        cache: Option<KvCache>,
+        joining: Vec<(&Incoming, Vec<Row<'a>>)>,
+        waiting: bool,
+        stats: &mut BatchStats,
+        times: &mut PhaseTimes,
+    ) -> Result<Option<KvCache>, EngineError> {
+        let live: Vec<usize> = (0..places.len()).filter(|&i| places[i].is_some()).collect();
+        let cache = cache.filter(|_| !live.is_empty());
+        let newcomers: usize = joining.iter().map(|(_, rows)| rows.len()).sum();
+        if cache.is_none() && newcomers == 0 {
+            places.clear();
+            return Ok(None);
+        }
+        if let Some(mut c) = cache {
+            if self.refill == Refill::InPlace {
+                let holes: Vec<usize> =
+                    (0..places.len()).filter(|&i| places[i].is_none()).collect();
+                let (slots, capacity) = (c.slots(), c.capacity());
+                let fit = newcomers <= holes.len()
+                    && joining.iter().all(|(inc, _)| {
+                        inc.prompt.len() <= slots && slots + inc.request.max_new_tokens <= capacity
+                    });
+                if fit {
+                    let mut at = holes.into_iter();
+                    for (inc, rows) in joining {
+                        for row in rows {
+                            let i = at.next().expect("a place for every newcomer");
+                            timed(&mut times.cache_s, || c.place(i, &inc.cache, 0))?;
+                            places[i] = Some(row);
+                            stats.refills += 1;
+                        }
+                    }
+                    let live: Vec<usize> =
+                        (0..places.len()).filter(|&i| places[i].is_some()).collect();
+                    let empty = places.len() - live.len();
+                    let shared = live.iter().map(|&i| c.pad()[i]).min().unwrap_or(0);
+                    if shared * 4 > slots || (!waiting && empty * 2 >= places.len()) {
+                        timed(&mut times.cache_s, || c.select(&live))?;
+                        places.retain(Option::is_some);
+                    }
+                    return Ok(Some(c));
+                }
+            }
+            if joining.is_empty() {
+                if live.len() < places.len() {
+                    timed(&mut times.cache_s, || c.select(&live))?;
+                    places.retain(Option::is_some);
+                }
+                return Ok(Some(c));
+            }
+            return self
+                .join(places, Some(&c), &live, joining, stats, times)
+                .map(Some);
+        }
+        self.join(places, None, &[], joining, stats, times)
+            .map(Some)
+    }
+
+    /// One copy of the kept rows of `running` and of the newcomers into a new cache;
+    /// `places` becomes the kept rows, then the newcomers.
+    fn join<'a>(
+        &self,
+        places: &mut Vec<Option<Row<'a>>>,
+        running: Option<&KvCache>,
+        keep: &[usize],
+        joining: Vec<(&Incoming, Vec<Row<'a>>)>,
+        stats: &mut BatchStats,
+        times: &mut PhaseTimes,
+    ) -> Result<KvCache, EngineError> {
+        places.retain(Option::is_some);
+        let forks: Vec<Vec<usize>> = joining
+            .iter()
+            .map(|(_, rows)| vec![0; rows.len()])
+            .collect();
+        let mut parts: Vec<(&KvCache, &[usize])> = Vec::new();
+        if let Some(c) = running {
+            parts.push((c, keep));
+        }
+        parts.extend(
+            joining
+                .iter()
+                .zip(&forks)
+                .map(|((inc, _), f)| (&inc.cache, f.as_slice())),
+        );
+        // Room for the longest row to finish without regrowing (and the headroom for
+        // newcomers to take places), within what the KV budget was checked against.
+        let rows = || {
+            places
+                .iter()
+                .flatten()
+                .chain(joining.iter().flat_map(|(_, r)| r))
+        };
+        let extent = rows().map(Row::extent).max().unwrap_or(0);
+        let longest_answer = rows().map(|r| r.request.max_new_tokens).max().unwrap_or(0);
+        let capacity = extent + self.headroom(longest_answer);
+        stats.joins += 1;
+        let c = timed(&mut times.cache_s, || KvCache::join_rows(&parts, capacity))?;
+        drop(parts);
+        for (_, rows) in joining {
+            places.extend(rows.into_iter().map(Some));
+        }
+        Ok(c)
+    }
+
     /// The next token of each row from `logits` (rows, vocab), in the rows' order.
     fn choose(
         &self,
         logits: &Tensor,
-        rows: &[Row],
+        rows: &[&Row],
         times: &mut PhaseTimes,
     ) -> Result<Vec<u32>, EngineError> {
         if let Some(trace) = &self.logit_trace {

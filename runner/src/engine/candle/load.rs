@@ -116,6 +116,7 @@ impl Engine {
                 "{label} on {} ({dtype:?})",
                 if device.is_cpu() { "cpu" } else { "cuda" }
             ),
+            refill: super::Refill::default(),
             device,
             dtype,
             limits,

@@ -32,7 +32,7 @@ use chat_template::ChatTemplate;
 pub use device::{default_dtype, select_device, DeviceChoice};
 use kv_cache::KvCache;
 pub use phases::PhaseTimes;
-pub use scheduler::{BatchLimits, LogitTrace, Scheduler, ROW_CAP};
+pub use scheduler::{BatchLimits, LogitTrace, Refill, Scheduler, ROW_CAP};
 use tokenizers::Tokenizer;
 
 /// A decoder-only model that runs one step over a batch with an external cache.
@@ -60,6 +60,7 @@ pub struct Engine {
     dtype: DType,
     limits: BatchLimits,
     scheduler: Scheduler,
+    refill: Refill,
     /// Running totals of the decode batch's fill, for [`crate::engine::Backend::batch_stats`].
     batch_stats: BatchStats,
     /// Running totals of where decoding's wall time went, for `runner bench`.
@@ -86,6 +87,17 @@ impl Engine {
 
     pub fn scheduler(&self) -> Scheduler {
         self.scheduler
+    }
+
+    /// How finished rows' places are refilled (in place by default). On the CPU both
+    /// ways give the same tokens and logit bits (rows are batch-invariant).
+    pub fn with_refill(mut self, refill: Refill) -> Self {
+        self.refill = refill;
+        self
+    }
+
+    pub fn refill(&self) -> Refill {
+        self.refill
     }
 
     /// Rows of `tokens_per_row` tokens (prompt and new) decoded together at most: as

@@ -51,6 +51,34 @@ impl std::str::FromStr for Scheduler {
     }
 }
 
+/// What becomes of a finished row's place in the batch's KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Refill {
+    /// The place stays in the batch, empty, until a newcomer is written into it (a copy
+    /// of that one row). A step costs a little more with places kept empty, but no
+    /// copy of the whole cache is made when rows finish: on a GPU at hundreds of rows,
+    /// where rows finish at nearly every step, such copies would cost more than the
+    /// steps themselves (see BUDGET.md, section 5).
+    #[default]
+    InPlace,
+    /// The place is dropped at once (one copy of the rows kept, unless newcomers join
+    /// in the same step, which copies the batch once anyway): the engine's way before,
+    /// kept for `runner bench` to compare and for the invariance tests.
+    Compact,
+}
+
+impl std::str::FromStr for Refill {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "compact" => Ok(Refill::Compact),
+            "in-place" => Ok(Refill::InPlace),
+            _ => Err(format!("unknown refill {s:?} (compact, in-place)")),
+        }
+    }
+}
+
 /// Rows decoded together at most, whatever the KV budget allows: the logits of a step
 /// (rows x vocabulary in f32) must fit beside the cache too.
 pub const ROW_CAP: usize = 1024;

@@ -3,7 +3,7 @@
 
 use super::phases::PhaseTimes;
 use super::sampler::StreamKey;
-use super::{Engine, Scheduler};
+use super::{Engine, Refill, Scheduler};
 use crate::engine::{Backend, EngineError, Prompt, Request, RequestId, Sampling};
 use serde::Serialize;
 use std::time::Instant;
@@ -12,6 +12,8 @@ use std::time::Instant;
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadRun {
     pub scheduler: Scheduler,
+    /// How finished rows' places were refilled (continuous batching only).
+    pub refill: Option<Refill>,
     /// Rows decoded together at most (the KV budget may allow fewer).
     pub max_rows: usize,
     pub requests: usize,
@@ -26,6 +28,8 @@ pub struct WorkloadRun {
     pub row_steps: usize,
     /// Times newcomers joined a running batch (each a copy of the batch's KV cache).
     pub joins: usize,
+    /// Newcomers written over a finished row's place (each a copy of that row alone).
+    pub refills: usize,
     /// Where the seconds went.
     #[serde(flatten)]
     pub phases: PhaseTimes,
@@ -86,14 +90,18 @@ pub fn mixed_workload(requests: usize, longest: usize, seed: u64) -> Vec<Request
 }
 
 impl Engine {
-    /// Decodes `requests` under `scheduler` and reports throughput and batch fill.
+    /// Decodes `requests` under `scheduler` (refilling as `refill` says, or as the
+    /// engine does) and reports throughput and batch fill.
     pub fn bench_workload(
         &mut self,
         requests: &[Request],
         scheduler: Scheduler,
+        refill: Option<Refill>,
     ) -> Result<WorkloadRun, EngineError> {
-        let saved = self.scheduler;
+        let saved = (self.scheduler, self.refill);
         self.scheduler = scheduler;
+        self.refill = refill.unwrap_or(self.refill);
+        let used = (scheduler == Scheduler::Continuous).then_some(self.refill);
         let before = self.batch_stats;
         let times_before = self.phase_times;
         let (mut samples, mut tokens) = (0, 0);
@@ -103,11 +111,12 @@ impl Engine {
             tokens += s.generated_tokens();
         });
         let seconds = t.elapsed().as_secs_f64();
-        self.scheduler = saved;
+        (self.scheduler, self.refill) = saved;
         result?;
         let stats = self.batch_stats.since(&before);
         Ok(WorkloadRun {
             scheduler,
+            refill: used,
             max_rows: self.limits.max_rows,
             requests: requests.len(),
             samples,
@@ -119,6 +128,7 @@ impl Engine {
             steps: stats.steps,
             row_steps: stats.row_steps,
             joins: stats.joins,
+            refills: stats.refills,
             phases: self.phase_times.since(&times_before),
         })
     }

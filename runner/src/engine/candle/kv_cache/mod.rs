@@ -120,6 +120,15 @@ impl KvCache {
         self.slots
     }
 
+    /// Slots the buffers hold before an append must reallocate them.
+    pub fn capacity(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .next()
+            .map_or(0, |(k, _)| k.dims()[2])
+    }
+
     pub fn pad(&self) -> &[usize] {
         &self.pad
     }
@@ -326,7 +335,50 @@ impl KvCache {
         })
     }
 
-    /// Bytes [`KvCache::select`] has copied since the cache was made.
+    /// Writes row `src_row` of `src` (a newcomer's prefilled cache) over row `at` of
+    /// this one, whose row has finished: the newcomer's real slots end at this cache's
+    /// last slot, as every row's do, so the next step appends to it with the others.
+    /// Only that row's real slots are copied. The slots before them become its padding
+    /// and keep the finished row's values: no query reads them on the CPU, and on a GPU
+    /// the mask weighs their finite scores zero.
+    pub fn place(&mut self, at: usize, src: &KvCache, src_row: usize) -> Result<()> {
+        if at >= self.rows() || src_row >= src.rows() {
+            candle_core::bail!(
+                "placing row {src_row} of {} into row {at} of {}",
+                src.rows(),
+                self.rows()
+            )
+        }
+        let first = src.pad[src_row];
+        let len = src.slots - first;
+        if len > self.slots || src.layers.len() != self.layers.len() {
+            candle_core::bail!(
+                "placing a row of {len} slots into a cache of {} slots",
+                self.slots
+            )
+        }
+        let place = PlaceSlots {
+            rows: vec![src_row],
+            first,
+            len,
+            to: self.slots - len,
+            at,
+        };
+        for (dst, from) in self.layers.iter().zip(&src.layers) {
+            let (Some((dk, dv)), Some((sk, sv))) = (dst, from) else {
+                candle_core::bail!("placing into or from a cache that was never filled")
+            };
+            dk.inplace_op2(sk, &place)?;
+            dv.inplace_op2(sv, &place)?;
+            let (_, heads, _, d) = sk.dims4()?;
+            self.selected_bytes += 2 * heads * len * d * sk.dtype().size_in_bytes();
+        }
+        self.pad[at] = self.slots - len;
+        Ok(())
+    }
+
+    /// Bytes [`KvCache::select`] and [`KvCache::place`] have copied since the cache was
+    /// made.
     pub fn selected_bytes(&self) -> usize {
         self.selected_bytes
     }

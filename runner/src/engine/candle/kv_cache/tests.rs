@@ -184,3 +184,43 @@ fn join_rows_copies_chosen_rows_of_each_part_once_into_one_padded_buffer() -> Re
     assert!(KvCache::join_rows(&[(&running, &[])], 8).is_err());
     Ok(())
 }
+
+#[test]
+fn place_writes_a_newcomer_over_one_finished_row_and_nothing_else() -> Result<()> {
+    // A batch of three rows (6 slots of 9) and a newcomer of 3 slots after 1 of padding.
+    let mut batch = numbered(vec![1, 4, 0], 6, 9, 0.0)?;
+    let newcomer = numbered(vec![1], 4, 4, 1000.0)?;
+    batch.place(1, &newcomer, 0)?;
+    assert_eq!(batch.pad(), &[1, 3, 0]);
+    assert_eq!(batch.lengths(), vec![5, 3, 6]);
+    assert_eq!(
+        batch.selected_bytes(),
+        2 * 3 * 4,
+        "one row's 3 slots, keys and values"
+    );
+    let (k, v) = batch.layers[0].clone().unwrap();
+    assert_eq!(
+        k.dims4()?,
+        (3, 1, 9, 1),
+        "the buffers are kept, not reallocated"
+    );
+    let want = |row: usize, s: usize| -> f32 {
+        match (row, s) {
+            (_, 6..) => 0.0,
+            // The newcomer's real slots 1..4 end at the batch's last slot.
+            (1, 3..) => (1000 + s - 3 + 1) as f32,
+            // Before them, the finished row's values stay as its padding.
+            _ => (100 * row + s) as f32,
+        }
+    };
+    for t in [&k, &v] {
+        let got: Vec<f32> = t.flatten_all()?.to_vec1()?;
+        for (i, x) in got.iter().enumerate() {
+            assert_eq!(*x, want(i / 9, i % 9), "row {} slot {}", i / 9, i % 9);
+        }
+    }
+    let long = numbered(vec![0], 7, 7, 0.0)?;
+    assert!(batch.place(0, &long, 0).is_err(), "longer than the batch");
+    assert!(batch.place(3, &newcomer, 0).is_err(), "no such row");
+    Ok(())
+}
