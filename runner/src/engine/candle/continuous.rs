@@ -11,8 +11,9 @@
 //! full, and a gather of the rows in use ([`KvCache::select`]) for trimming padding and
 //! for the end of the work. Dropping finished rows at once instead ([`Refill::Compact`],
 //! the engine's way before) copies the cache whenever rows finish, which on a GPU at
-//! hundreds of rows is nearly every step and costs more than the step (BUDGET.md,
-//! section 5); on the CPU the two ways measure within a few percent of each other.
+//! hundreds of rows is nearly every step and costs more than the step; on the CPU
+//! those copies took a quarter of a mixed workload's time at 64 rows (BUDGET.md,
+//! section 5).
 //!
 //! Full copies are counted in [`BatchStats::joins`], rows taken in place in
 //! [`BatchStats::refills`].
