@@ -57,31 +57,33 @@ impl StepLayout {
         out
     }
 
-    /// Additive attention mask (rows, new, past + new) in row-major order: 0 where the
-    /// query may attend, -inf elsewhere. A query sees real slots up to its own; with a
-    /// `window` it sees only the last `window` positions. A padding query sees itself,
-    /// so that its softmax row is never all -inf (which would give NaN); its output is
-    /// never read.
-    pub fn mask(&self, window: Option<usize>) -> Vec<f32> {
-        let total = self.past + self.new;
-        let mut out = vec![f32::NEG_INFINITY; self.rows() * self.new * total];
-        for b in 0..self.rows() {
-            let pad = self.pad[b];
+    /// The slots each new query sees, row-major (rows, new): one contiguous span, from
+    /// its first real or in-window slot to itself. With a `window` a query sees only the
+    /// last `window` positions. A padding query sees itself alone, so that its softmax
+    /// row is never all -inf (which would give NaN); its output is never read.
+    pub fn spans(&self, window: Option<usize>) -> Vec<(usize, usize)> {
+        let mut out = Vec::with_capacity(self.rows() * self.new);
+        for &pad in &self.pad {
             for i in 0..self.new {
                 let q = self.past + i;
-                let row = &mut out[(b * self.new + i) * total..][..total];
-                if q < pad {
-                    row[q] = 0.0;
-                    continue;
-                }
                 let first = match window {
+                    _ if q < pad => q,
                     Some(w) => (q + 1).saturating_sub(w).max(pad),
                     None => pad,
                 };
-                for slot in &mut row[first..=q] {
-                    *slot = 0.0;
-                }
+                out.push((first, q));
             }
+        }
+        out
+    }
+
+    /// Additive attention mask (rows, new, past + new) in row-major order: 0 over each
+    /// query's span (see [`StepLayout::spans`]), -inf elsewhere.
+    pub fn mask(&self, window: Option<usize>) -> Vec<f32> {
+        let total = self.past + self.new;
+        let mut out = vec![f32::NEG_INFINITY; self.rows() * self.new * total];
+        for (row, (first, last)) in out.chunks_mut(total).zip(self.spans(window)) {
+            row[first..=last].fill(0.0);
         }
         out
     }
