@@ -48,6 +48,11 @@ impl Incoming<'_> {
     fn rows(&self) -> usize {
         self.request.seeds.len()
     }
+
+    /// Prompt and new tokens: the cache its rows may come to need.
+    fn extent(&self) -> usize {
+        self.prompt.len() + self.request.max_new_tokens
+    }
 }
 
 /// A (request, seed) being decoded.
@@ -139,7 +144,7 @@ impl Engine {
             // The running rows' next tokens, from the last forward pass.
             let mut chosen = 0;
             if let Some(step_logits) = logits.take() {
-                let live: Vec<usize> = (0..places.len()).filter(|&i| places[i].is_some()).collect();
+                let live = indices(&places, true);
                 let step_logits = if live.len() < places.len() {
                     let idx: Vec<u32> = live.iter().map(|&i| i as u32).collect();
                     step_logits.index_select(&Tensor::new(idx.as_slice(), &self.device)?, 0)?
@@ -159,33 +164,30 @@ impl Engine {
                 }
             }
 
-            // Admit waiting prompts while their rows fit beside the running ones.
+            // Admit waiting prompts while their rows fit beside the running ones: rows
+            // taken, the longest extent and the longest answer among them.
+            let (mut taken, mut extent, mut answer) = places
+                .iter()
+                .flatten()
+                .map(|r| (1, r.extent(), r.request.max_new_tokens))
+                .chain(
+                    incoming
+                        .iter()
+                        .map(|i| (i.rows(), i.extent(), i.request.max_new_tokens)),
+                )
+                .fold((0, 0, 0), |(t, e, a), (rows, ext, ans)| {
+                    (t + rows, e.max(ext), a.max(ans))
+                });
             while let Some(&next) = queue.front() {
                 let (request, prompt) = &pending[next];
-                let taken = places.iter().flatten().count()
-                    + incoming.iter().map(Incoming::rows).sum::<usize>();
-                let extent = places
-                    .iter()
-                    .flatten()
-                    .map(Row::extent)
-                    .chain(
-                        incoming
-                            .iter()
-                            .map(|i| i.prompt.len() + i.request.max_new_tokens),
-                    )
-                    .max()
-                    .unwrap_or(0);
                 let need = prompt.len() + request.max_new_tokens;
-                let longest_answer = places
-                    .iter()
-                    .flatten()
-                    .map(|r| r.request.max_new_tokens)
-                    .chain(incoming.iter().map(|i| i.request.max_new_tokens))
-                    .fold(request.max_new_tokens, usize::max);
-                let headroom = self.headroom(longest_answer);
+                let headroom = self.headroom(answer.max(request.max_new_tokens));
                 if !self.fits(taken, extent, request.seeds.len(), need, headroom) {
                     break;
                 }
+                taken += request.seeds.len();
+                extent = extent.max(need);
+                answer = answer.max(request.max_new_tokens);
                 queue.pop_front();
                 let mut c = KvCache::new(self.model.layers(), vec![0]);
                 c.reserve(prompt.len())?;
@@ -328,7 +330,7 @@ impl Engine {
         stats: &mut BatchStats,
         times: &mut PhaseTimes,
     ) -> Result<Option<KvCache>, EngineError> {
-        let live: Vec<usize> = (0..places.len()).filter(|&i| places[i].is_some()).collect();
+        let live = indices(places, true);
         let cache = cache.filter(|_| !live.is_empty());
         let newcomers: usize = joining.iter().map(|(_, rows)| rows.len()).sum();
         if cache.is_none() && newcomers == 0 {
@@ -337,8 +339,7 @@ impl Engine {
         }
         if let Some(mut c) = cache {
             if self.refill == Refill::InPlace {
-                let holes: Vec<usize> =
-                    (0..places.len()).filter(|&i| places[i].is_none()).collect();
+                let holes = indices(places, false);
                 let (slots, capacity) = (c.slots(), c.capacity());
                 let fit = newcomers <= holes.len()
                     && joining.iter().all(|(inc, _)| {
@@ -354,21 +355,18 @@ impl Engine {
                             stats.refills += 1;
                         }
                     }
-                    let live: Vec<usize> =
-                        (0..places.len()).filter(|&i| places[i].is_some()).collect();
+                    let live = indices(places, true);
                     let empty = places.len() - live.len();
                     let shared = live.iter().map(|&i| c.pad()[i]).min().unwrap_or(0);
                     if shared * 4 > slots || (!waiting && empty * 2 >= places.len()) {
-                        timed(&mut times.cache_s, || c.select(&live))?;
-                        places.retain(Option::is_some);
+                        drop_empty_places(&mut c, places, &live, times)?;
                     }
                     return Ok(Some(c));
                 }
             }
             if joining.is_empty() {
                 if live.len() < places.len() {
-                    timed(&mut times.cache_s, || c.select(&live))?;
-                    places.retain(Option::is_some);
+                    drop_empty_places(&mut c, places, &live, times)?;
                 }
                 return Ok(Some(c));
             }
@@ -476,4 +474,23 @@ impl Engine {
         times.hand_over_s += t.elapsed().as_secs_f64();
         Ok(None)
     }
+}
+
+/// The positions of the places holding a row (`occupied`), or of the empty ones.
+fn indices(places: &[Option<Row>], occupied: bool) -> Vec<usize> {
+    (0..places.len())
+        .filter(|&i| places[i].is_some() == occupied)
+        .collect()
+}
+
+/// Keeps only the rows at `live` (the places holding one), in the cache and the table.
+fn drop_empty_places(
+    cache: &mut KvCache,
+    places: &mut Vec<Option<Row>>,
+    live: &[usize],
+    times: &mut PhaseTimes,
+) -> Result<(), EngineError> {
+    timed(&mut times.cache_s, || cache.select(live))?;
+    places.retain(Option::is_some);
+    Ok(())
 }
