@@ -31,6 +31,9 @@ pub struct BatchStats {
     pub joins: usize,
     /// Rows a newcomer took in place of a finished row (each a copy of that row alone).
     pub refills: usize,
+    /// Bytes of logits read back from the device for token choice (none on the CPU,
+    /// which reads them in place).
+    pub logits_read_bytes: usize,
 }
 
 impl BatchStats {
@@ -50,6 +53,9 @@ impl BatchStats {
                 .saturating_sub(earlier.generated_tokens),
             joins: self.joins.saturating_sub(earlier.joins),
             refills: self.refills.saturating_sub(earlier.refills),
+            logits_read_bytes: self
+                .logits_read_bytes
+                .saturating_sub(earlier.logits_read_bytes),
         }
     }
 
@@ -62,6 +68,7 @@ impl BatchStats {
             generated_tokens: self.generated_tokens + other.generated_tokens,
             joins: self.joins + other.joins,
             refills: self.refills + other.refills,
+            logits_read_bytes: self.logits_read_bytes + other.logits_read_bytes,
         }
     }
 
@@ -118,6 +125,7 @@ mod tests {
             generated_tokens: 8739,
             joins: 3,
             refills: 5,
+            logits_read_bytes: 4096,
         };
         assert_eq!(
             b.describe().unwrap(),
@@ -126,8 +134,13 @@ mod tests {
         assert_eq!(BatchStats::default().describe(), None);
         let twice = b.plus(&b);
         assert_eq!(
-            (twice.row_steps, twice.joins, twice.refills),
-            (18710, 6, 10)
+            (
+                twice.row_steps,
+                twice.joins,
+                twice.refills,
+                twice.logits_read_bytes
+            ),
+            (18710, 6, 10, 8192)
         );
         assert_eq!(twice.since(&b), b);
     }
@@ -135,6 +148,15 @@ mod tests {
     #[test]
     fn a_record_missing_later_fields_still_reads() {
         let b: BatchStats = serde_json::from_str(r#"{"steps": 2, "row_steps": 8}"#).unwrap();
-        assert_eq!((b.steps, b.row_steps, b.joins, b.refills), (2, 8, 0, 0));
+        assert_eq!(
+            (
+                b.steps,
+                b.row_steps,
+                b.joins,
+                b.refills,
+                b.logits_read_bytes
+            ),
+            (2, 8, 0, 0, 0)
+        );
     }
 }

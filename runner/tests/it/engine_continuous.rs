@@ -6,7 +6,7 @@ use runner::engine::candle::fixture::{write_fixture, Arch, Size};
 use runner::engine::candle::loader::ModelFiles;
 use runner::engine::candle::workload::mixed_workload;
 use runner::engine::candle::{BatchLimits, Engine, Refill, Scheduler};
-use runner::engine::{Backend, Request, Sample};
+use runner::engine::{Backend, Request, Sample, Sampling};
 use std::path::Path;
 
 fn engine(dir: &Path, max_rows: usize, prefill_tokens: usize) -> Engine {
@@ -143,5 +143,46 @@ fn a_prompt_longer_than_the_prefill_budget_is_prefilled_in_chunks_between_decode
     let want = whole.generate(&reqs).unwrap();
     assert_eq!(sorted(got), sorted(want));
     assert_eq!(chunked.logit_digests(), whole.logit_digests(), "logit bits");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tokens_chosen_from_block_reads_are_the_in_place_samplers() {
+    // The device's way of reading logits (block maxima, then the blocks that can hold a
+    // row's token), run on the CPU: the same samples as the sampler reading every logit.
+    // Three samplings take its three paths: the protocol's (the fixture's logits are
+    // flat at its temperature, so whole rows are read), greedy (the block holding the
+    // maximum), and a temperature so low that only the top few tokens are candidates.
+    let dir = std::env::temp_dir().join(format!("engine-block-reads-{}", std::process::id()));
+    write_fixture(Arch::Qwen2, Size::Small, &dir).unwrap();
+    let samplings = [
+        Sampling::PROTOCOL,
+        Sampling::Greedy,
+        Sampling::TopP {
+            temperature: 0.001,
+            top_p: 0.9,
+        },
+    ];
+    let mut reqs = workload();
+    reqs.truncate(12);
+    for (i, r) in reqs.iter_mut().enumerate() {
+        r.max_new_tokens = r.max_new_tokens.min(64);
+        r.sampling = samplings[i % 3];
+    }
+    let mut whole = engine(&dir, 6, 4096);
+    let want = whole.generate(&reqs).unwrap();
+    let w = whole.batch_stats().unwrap();
+    let mut blocks = engine(&dir, 6, 4096).read_logits_in_blocks();
+    let got = blocks.generate(&reqs).unwrap();
+    let b = blocks.batch_stats().unwrap();
+    assert_eq!(sorted(got), sorted(want));
+    assert_eq!(w.logits_read_bytes, 0, "the CPU reads logits in place");
+    // Two thirds of the rows read one block of the six (and the maxima), not their row.
+    let whole_rows = b.generated_tokens * blocks.vocab_size() * 4;
+    assert!(
+        b.logits_read_bytes * 4 < whole_rows * 3,
+        "{} bytes read in blocks against {whole_rows} in whole rows",
+        b.logits_read_bytes
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -132,7 +132,7 @@ impl Backend for Batching {
             row_steps: 2 * samples,
             generated_tokens: samples + 1,
             joins: 1,
-            refills: 0,
+            ..BatchStats::default()
         });
         match self.fail_on {
             Some(n) if n == self.calls => Err(EngineError::Device("lost the device".into())),

@@ -152,7 +152,7 @@ impl Engine {
                     step_logits
                 };
                 let running: Vec<&Row> = places.iter().flatten().collect();
-                let next = self.choose(&step_logits, &running, times)?;
+                let next = self.choose(&step_logits, &running, stats, times)?;
                 if let Some(t) = step_start.take() {
                     let dt = t.elapsed().as_secs_f64();
                     places.iter_mut().flatten().for_each(|r| r.decode_s += dt);
@@ -253,7 +253,8 @@ impl Engine {
                 } else {
                     Tensor::cat(&forks, 0)?
                 };
-                let next = self.choose(&first, &new_rows.iter().collect::<Vec<_>>(), times)?;
+                let rows: Vec<&Row> = new_rows.iter().collect();
+                let next = self.choose(&first, &rows, stats, times)?;
                 chosen += new_rows.len();
                 let mut new_rows = new_rows.into_iter().zip(next);
                 for inc in &ready {
@@ -429,6 +430,7 @@ impl Engine {
         &self,
         logits: &Tensor,
         rows: &[&Row],
+        stats: &mut BatchStats,
         times: &mut PhaseTimes,
     ) -> Result<Vec<u32>, EngineError> {
         if let Some(trace) = &self.logit_trace {
@@ -442,9 +444,11 @@ impl Engine {
             .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
             .collect();
         let mut choice = step::ChoiceStats::default();
-        Ok(timed(&mut times.choose_s, || {
-            step::next_tokens(logits, &draws, &mut choice)
-        })?)
+        let next = timed(&mut times.choose_s, || {
+            step::choose_tokens(logits, &draws, self.reads(), &mut choice)
+        })?;
+        stats.logits_read_bytes += choice.transfer_bytes;
+        Ok(next)
     }
 
     /// Adds `token` to `row`; a row that this finishes is handed over (None back).

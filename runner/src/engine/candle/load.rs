@@ -108,6 +108,7 @@ impl Engine {
             model,
             kv_bytes_per_token: kv_elems * dtype.size_in_bytes(),
             simulated_oom_above: None,
+            block_reads: false,
             logit_trace: None,
             tokenizer,
             template,

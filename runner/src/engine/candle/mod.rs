@@ -18,6 +18,7 @@ mod load;
 pub mod loader;
 mod nucleus;
 pub mod phases;
+mod readback;
 pub mod registry;
 mod row_matmul;
 pub mod sampler;
@@ -53,6 +54,8 @@ pub struct Engine {
     simulated_oom_above: Option<usize>,
     /// Test hook: a digest of every row's logits at every step (see [`LogitTrace`]).
     logit_trace: Option<LogitTrace>,
+    /// Test hook: choose tokens as for logits on a device, from block reads.
+    block_reads: bool,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     eos: Vec<u32>,
@@ -122,6 +125,22 @@ impl Engine {
     pub fn simulate_out_of_memory_above(mut self, rows: usize) -> Self {
         self.simulated_oom_above = Some(rows);
         self
+    }
+
+    /// Test hook: tokens are chosen as they are when the logits are on a device, from
+    /// the blocks of logits that can hold them ([`step::Reads::Blocks`]), on any device.
+    #[doc(hidden)]
+    pub fn read_logits_in_blocks(mut self) -> Self {
+        self.block_reads = true;
+        self
+    }
+
+    fn reads(&self) -> step::Reads {
+        if self.block_reads {
+            step::Reads::Blocks
+        } else {
+            step::Reads::Auto
+        }
     }
 
     /// Test hook: these tokens end a sequence too (an end token made likely gives the

@@ -26,7 +26,7 @@
 
 /// Candidates lie within this many temperatures of the top logit; a token outside weighs
 /// at most `exp(-CUT)` = 4.2e-18 (the top token weighs 1).
-const CUT: f64 = 40.0;
+pub const CUT: f64 = 40.0;
 
 /// Outcome of the candidate-set sampler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +37,20 @@ pub enum Draw {
     Reference,
 }
 
+/// Whether the candidate set can decide a draw with these parameters at all.
+pub fn valid(temperature: f64, top_p: f64) -> bool {
+    temperature.is_finite() && temperature > 0.0 && top_p > 0.0 && top_p <= 1.0
+}
+
+/// The lowest logit a candidate within `within` temperatures of the maximum may have:
+/// tokens below it count only through a bound on their sum.
+pub fn cut(max: f32, temperature: f64, within: f64) -> f64 {
+    max as f64 - within * temperature
+}
+
 /// Top-p draw with `u` in [0, 1): the reference's token, or [`Draw::Reference`].
 pub fn top_p_draw(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> Draw {
-    if !(temperature.is_finite() && temperature > 0.0 && top_p > 0.0 && top_p <= 1.0) {
+    if !valid(temperature, top_p) {
         return Draw::Reference;
     }
     // The reference's maximum: an f32 fold with `f32::max`. NaN and +inf make its sums
@@ -53,22 +64,38 @@ pub fn top_p_draw(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> Draw 
     if bad || max == f32::NEG_INFINITY {
         return Draw::Reference;
     }
+    let tokens = logits.iter().enumerate().map(|(i, &l)| (i as u32, l));
+    draw_among(max, logits.len(), tokens, CUT, temperature, top_p, u)
+}
+
+/// [`top_p_draw`] for a row of `vocab` logits whose maximum `max` is finite and which
+/// holds no NaN or +inf, given only `tokens`: (id, logit) pairs in increasing id order
+/// that include every token whose logit reaches [`cut`] with the same `within` (others
+/// are skipped). Every token is the reference's, whatever `within`; a narrower window
+/// (fewer candidates) leaves a wider bound on the rest and so more draws undecided.
+pub fn draw_among(
+    max: f32,
+    vocab: usize,
+    tokens: impl Iterator<Item = (u32, f32)>,
+    within: f64,
+    temperature: f64,
+    top_p: f64,
+    u: f64,
+) -> Draw {
+    let cut = cut(max, temperature, within);
     let max = max as f64;
     let weight = |l: f32| ((l as f64 - max) / temperature).exp();
 
-    // Tokens with (max - l) / T <= CUT, compared in f64 as the weight is computed.
-    let cut = max - CUT * temperature;
-    let mut cand: Vec<(f64, u32)> = logits
-        .iter()
-        .enumerate()
-        .filter(|&(_, &l)| l as f64 >= cut)
-        .map(|(i, &l)| (weight(l), i as u32))
+    // Tokens with (max - l) / T <= within, compared in f64 as the weight is computed.
+    let mut cand: Vec<(f64, u32)> = tokens
+        .filter(|&(_, l)| l as f64 >= cut)
+        .map(|(i, l)| (weight(l), i))
         .collect();
-    // Any token left out has (l - max) / T < -CUT up to one rounding of the subtraction
+    // Any token left out has (l - max) / T < -within up to one rounding of the subtraction
     // and one of the division, so its weight is below `outside` (exp is faithful to
     // within an ulp; the factor covers all three roundings with room to spare).
-    let outside = (-CUT).exp() * (1.0 + 1e-9);
-    let n_out = (logits.len() - cand.len()) as f64;
+    let outside = (-within).exp() * (1.0 + 1e-9);
+    let n_out = (vocab - cand.len()) as f64;
     // Candidates that do not weigh strictly more than any outsider could join the rest,
     // so that the kept set is a prefix of the reference's order whatever the ties.
     let mut rest_bound = n_out * outside;
@@ -84,7 +111,7 @@ pub fn top_p_draw(logits: &[f32], temperature: f64, top_p: f64, u: f64) -> Draw 
     // The reference's total is a sequential f64 sum of all weights; its error is at most
     // (n - 1) u times the true sum (u = 2^-53). `rel` covers that, the rounding of our
     // own sum of the candidates and the product with top_p, several times over.
-    let n = logits.len() as f64;
+    let n = vocab as f64;
     let rel = 4.0 * (n + 8.0) * f64::EPSILON;
     let kept_sum: f64 = cand.iter().map(|c| c.0).sum();
     let target_lo = top_p * kept_sum * (1.0 - rel);

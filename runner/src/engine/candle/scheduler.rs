@@ -227,7 +227,6 @@ impl Engine {
         let fork_ids: Vec<u32> = fork.iter().map(|&i| i as u32).collect();
         let mut logits =
             prompt_logits.index_select(&Tensor::new(fork_ids.as_slice(), &self.device)?, 0)?;
-        let mut stats = step::ChoiceStats::default();
         let group_rows = fork.len();
         let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
         timed(&mut times.cache_s, || {
@@ -249,9 +248,11 @@ impl Engine {
                     trace.record(&row.request.id, row.seed, row.tokens.len(), l);
                 }
             }
+            let mut choice = step::ChoiceStats::default();
             let next = timed(&mut times.choose_s, || {
-                step::next_tokens(&logits, &draws, &mut stats)
+                step::choose_tokens(&logits, &draws, self.reads(), &mut choice)
             })?;
+            batch.logits_read_bytes += choice.transfer_bytes;
             if let Some(t) = step_start.take() {
                 let dt = t.elapsed().as_secs_f64();
                 rows.iter_mut().for_each(|r| r.decode_s += dt);

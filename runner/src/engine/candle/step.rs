@@ -1,7 +1,9 @@
-//! The next token of every row from one decode step's logits, with at most one transfer
-//! of logits from the device per step, and none when every row is greedy.
+//! The next token of every row from one decode step's logits. On the CPU the sampler
+//! reads them in place; on a device, greedy rows take an argmax computed there, and
+//! sampled rows read back only the blocks of logits that can hold their token
+//! ([`super::readback`]), not the whole vocabulary.
 
-use super::sampler;
+use super::{readback, sampler};
 use crate::engine::{FinishReason, Sampling};
 use candle_core::{DType, Result, Storage, Tensor};
 use rayon::prelude::*;
@@ -37,11 +39,34 @@ pub(super) fn advance(
     (tokens.len() >= max_new).then_some(FinishReason::Length)
 }
 
+/// How the host reads a step's logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// In place on the CPU; on a device, block reads (an argmax there when every row
+    /// is greedy).
+    Auto,
+    /// Every row whole: in place on the CPU, one copy of all rows from a device (the
+    /// device's way before block reads, kept for `runner bench --sampler`).
+    Whole,
+    /// Block reads on any device (to test the device's way on the CPU).
+    Blocks,
+}
+
 /// Chooses the next token of each row of `logits` (rows, vocab) in f32. Row `r` is drawn
 /// with `rows[r]` = (sampling, uniform draw); the result is [`sampler::choose`]'s.
 pub fn next_tokens(
     logits: &Tensor,
     rows: &[(Sampling, f64)],
+    stats: &mut ChoiceStats,
+) -> Result<Vec<u32>> {
+    choose_tokens(logits, rows, Reads::Auto, stats)
+}
+
+/// [`next_tokens`], reading the logits as `reads` says.
+pub fn choose_tokens(
+    logits: &Tensor,
+    rows: &[(Sampling, f64)],
+    reads: Reads,
     stats: &mut ChoiceStats,
 ) -> Result<Vec<u32>> {
     let (n, vocab) = logits.dims2()?;
@@ -50,8 +75,15 @@ pub fn next_tokens(
     }
     stats.steps += 1;
     let on_device = !logits.device().is_cpu();
-    if on_device && rows.iter().all(|(s, _)| sampler::is_greedy(*s)) {
-        return device_argmax(logits, stats);
+    match reads {
+        Reads::Blocks => return readback::next_tokens(logits, rows, stats),
+        Reads::Auto if on_device => {
+            if rows.iter().all(|(s, _)| sampler::is_greedy(*s)) {
+                return device_argmax(logits, stats);
+            }
+            return readback::next_tokens(logits, rows, stats);
+        }
+        Reads::Auto | Reads::Whole => {}
     }
     let t = Instant::now();
     let logits = logits.to_dtype(DType::F32)?.contiguous()?;

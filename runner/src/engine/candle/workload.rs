@@ -30,6 +30,8 @@ pub struct WorkloadRun {
     pub joins: usize,
     /// Newcomers written over a finished row's place (each a copy of that row alone).
     pub refills: usize,
+    /// Logits read back to the host per decode step (none on the CPU).
+    pub logits_read_kib_per_step: f64,
     /// Where the seconds went.
     #[serde(flatten)]
     pub phases: PhaseTimes,
@@ -129,6 +131,9 @@ impl Engine {
             row_steps: stats.row_steps,
             joins: stats.joins,
             refills: stats.refills,
+            logits_read_kib_per_step: stats.logits_read_bytes as f64
+                / 1024.0
+                / stats.steps.max(1) as f64,
             phases: self.phase_times.since(&times_before),
         })
     }
