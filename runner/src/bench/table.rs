@@ -183,6 +183,7 @@ fn unit(word: &str) -> Option<&'static str> {
         "s" => "s",
         "ms" => "ms",
         "us" => "µs",
+        "kib" => "KiB",
         "mib" => "MiB",
         "gib" => "GiB",
         "mb" => "MB",
@@ -259,6 +260,7 @@ mod tests {
         assert_eq!(header("reference_ms_per_step"), "reference (ms/step)");
         assert_eq!(header("prefill_s"), "prefill (s)");
         assert_eq!(header("kv_cache_mib"), "kv cache (MiB)");
+        assert_eq!(header("blocks_kib_per_step"), "blocks (KiB/step)");
         assert_eq!(header("step_ms.forward"), "step forward (ms)");
         assert_eq!(header("batch"), "batch");
         assert_eq!(header("bytes"), "bytes");

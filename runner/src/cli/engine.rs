@@ -250,8 +250,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "greedy")]
     sampling: String,
     /// Only the sampler: time one decode step's token choice for each --batch size over
-    /// --vocab synthetic logits, today's full-vocabulary sampler beside the
-    /// candidate-set one, in alternating rounds (--repeat of them). No model is loaded.
+    /// --vocab synthetic logits: the full-vocabulary sampler beside the candidate-set one
+    /// on the host, then logits held by --device read whole beside block reads (with the
+    /// bytes they read back), in alternating rounds (--repeat of them). No model loads.
     #[arg(long)]
     sampler: bool,
     #[arg(long, default_value_t = 152_064)]
@@ -324,6 +325,7 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     if args.sampler {
         let rows = bench::sampler::run(&SamplerBench {
+            device: args.device.parse().map_err(anyhow::Error::msg)?,
             rows: args.batch.clone(),
             vocab: args.vocab,
             rounds: args.repeat,

@@ -55,11 +55,7 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         )));
     };
     let (device, warning) = select_device(opts.device)?;
-    let device_name = match device.location() {
-        candle_core::DeviceLocation::Cpu => "cpu".to_string(),
-        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
-        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
-    };
+    let device_name = crate::engine::candle::device::name(&device);
     let mut engine = Engine::load(&files, device, &label)?;
     let prompts: Vec<&crate::engine::Prompt> =
         workload.jobs().iter().map(|j| &j.request.prompt).collect();

@@ -177,6 +177,8 @@ fn runner_bench_sampler_prints_its_table() {
     let out = runner(&[
         "bench",
         "--sampler",
+        "--device",
+        "cpu",
         "--batch",
         "2",
         "--vocab",
@@ -187,7 +189,7 @@ fn runner_bench_sampler_prints_its_table() {
         "protocol",
     ]);
     assert!(
-        out.starts_with("bench: sampler; sampling: protocol\n"),
+        out.starts_with("bench: sampler; device: cpu; sampling: protocol\n"),
         "{out}"
     );
     let table: Vec<&str> = out.lines().filter(|l| l.starts_with('|')).collect();
@@ -196,10 +198,16 @@ fn runner_bench_sampler_prints_its_table() {
         header[..3],
         ["rows".to_string(), "vocab".into(), "rounds".into()]
     );
-    assert!(
-        header.contains(&"reference (ms/step)".to_string()),
-        "{header:?}"
-    );
+    for column in [
+        "reference (ms/step)",
+        "whole rows (ms/step)",
+        "blocks (ms/step)",
+        "blocks host (ms/step)",
+        "whole rows (KiB/step)",
+        "blocks (KiB/step)",
+    ] {
+        assert!(header.contains(&column.to_string()), "{header:?}");
+    }
     let row = cells(table[2]);
     assert_eq!(row[..3], ["2".to_string(), "2000".into(), "2".into()]);
 }

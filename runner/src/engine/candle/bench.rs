@@ -3,7 +3,7 @@
 //! on any device.
 
 use super::sampler::{self, StreamKey};
-use super::step::{self, ChoiceStats};
+use super::step::{self, ChoiceStats, Reads};
 use super::Engine;
 use crate::alloc_count::{self, AllocCount};
 use crate::engine::{EngineError, RequestId, Sampling};
@@ -103,14 +103,24 @@ impl Engine {
 }
 
 /// Seconds per step of top-p token choice for `rows` rows of `vocab` synthetic logits,
-/// before (the full-vocabulary reference) and after (candidate sets), measured in
-/// alternating rounds; and the share of draws the candidate set decided without the
-/// reference. Rows run in parallel, as in the engine.
+/// before (the full-vocabulary reference) and after (candidate sets) on the host, then
+/// from logits held by `device` read whole or in blocks, measured in alternating
+/// rounds; and the share of draws the candidate set decided without the reference. Rows
+/// run in parallel, as in the engine.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SamplerTimes {
     pub reference_s: f64,
     pub candidates_s: f64,
     pub decided: f64,
+    /// Token choice from logits held by the bench's device: every row read whole (one
+    /// copy from a device, in place on the CPU), against block reads
+    /// ([`super::readback`]): the whole of it, the host's part alone (on a GPU the block
+    /// maxima and the gather are device work; on the CPU they are CPU work) and the
+    /// bytes read back per step.
+    pub whole_s: f64,
+    pub blocks_s: f64,
+    pub blocks_host_s: f64,
+    pub blocks_bytes: usize,
 }
 
 /// Language-model-like logits: a broad body with the given spread and a few strong
@@ -143,10 +153,15 @@ pub fn sampler_bench(
     vocab: usize,
     steps: usize,
     sampling: Sampling,
+    device: &candle_core::Device,
 ) -> Result<SamplerTimes, EngineError> {
     let logits = synthetic_logits(rows, vocab, 7);
+    let on_device = Tensor::from_slice(&logits, (rows, vocab), device)?;
+    device.synchronize()?;
     let key = StreamKey::new(3, &RequestId::new("sampler-bench"));
     let (mut reference_s, mut candidates_s) = (Vec::new(), Vec::new());
+    let (mut whole_s, mut blocks_s, mut blocks_host_s) = (Vec::new(), Vec::new(), Vec::new());
+    let mut blocks_bytes = 0;
     let mut same = true;
     for step in 0..steps {
         let u = |r: usize| key.uniform(step * rows + r);
@@ -164,11 +179,26 @@ pub fn sampler_bench(
             .map(|(r, l)| sampler::choose(l, sampling, u(r)))
             .collect();
         candidates_s.push(t.elapsed().as_secs_f64());
-        same &= a == b;
+        let draws: Vec<(Sampling, f64)> = (0..rows).map(|r| (sampling, u(r))).collect();
+        let t = Instant::now();
+        let c = step::choose_tokens(
+            &on_device,
+            &draws,
+            Reads::Whole,
+            &mut ChoiceStats::default(),
+        )?;
+        whole_s.push(t.elapsed().as_secs_f64());
+        let mut choice = ChoiceStats::default();
+        let t = Instant::now();
+        let d = step::choose_tokens(&on_device, &draws, Reads::Blocks, &mut choice)?;
+        blocks_s.push(t.elapsed().as_secs_f64());
+        blocks_host_s.push(choice.sampler_s);
+        blocks_bytes = blocks_bytes.max(choice.transfer_bytes);
+        same &= a == b && a == c && a == d;
     }
     if !same {
         return Err(EngineError::Model(
-            "the candidate-set sampler disagreed with the reference".into(),
+            "a way of choosing tokens disagreed with the reference sampler".into(),
         ));
     }
     let decided = match sampling {
@@ -189,6 +219,10 @@ pub fn sampler_bench(
         reference_s: median(reference_s),
         candidates_s: median(candidates_s),
         decided,
+        whole_s: median(whole_s),
+        blocks_s: median(blocks_s),
+        blocks_host_s: median(blocks_host_s),
+        blocks_bytes,
     })
 }
 

@@ -39,6 +39,15 @@ pub fn select_device(choice: DeviceChoice) -> Result<(Device, Option<String>), E
     }
 }
 
+/// `cpu`, `cuda:0`: the device as a run's manifest and a bench's table name it.
+pub fn name(device: &Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".to_string(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    }
+}
+
 #[cfg(feature = "cuda")]
 fn cuda_device(n: usize) -> Result<Device, EngineError> {
     // Some CUDA initialisation failures panic inside the driver bindings instead of
