@@ -67,6 +67,9 @@ pub fn next_tokens(
     if n != rows.len() {
         candle_core::bail!("{n} rows of logits for {} rows", rows.len())
     }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
     let t = Instant::now();
     let dev = logits.device();
     let logits = logits.to_dtype(DType::F32)?.contiguous()?;
@@ -421,5 +424,7 @@ mod tests {
             assert_eq!(got[r], sampler::choose(&rows[r], s, u), "row {r}, {s:?}");
         }
         assert!(next_tokens(&logits, &draws[..5], &mut stats).is_err());
+        let none = Tensor::zeros((0, VOCAB), candle_core::DType::F32, &Device::Cpu).unwrap();
+        assert_eq!(next_tokens(&none, &[], &mut stats).unwrap(), Vec::<u32>::new());
     }
 }
