@@ -425,6 +425,9 @@ mod tests {
         }
         assert!(next_tokens(&logits, &draws[..5], &mut stats).is_err());
         let none = Tensor::zeros((0, VOCAB), candle_core::DType::F32, &Device::Cpu).unwrap();
-        assert_eq!(next_tokens(&none, &[], &mut stats).unwrap(), Vec::<u32>::new());
+        assert_eq!(
+            next_tokens(&none, &[], &mut stats).unwrap(),
+            Vec::<u32>::new()
+        );
     }
 }
