@@ -53,6 +53,8 @@ struct Shape {
     vocab_target: usize,
     /// Gemma 3 only: tokens a local layer sees.
     window: usize,
+    /// The standard deviation of a row's logits.
+    logit_spread: f32,
 }
 
 fn shape(size: Size) -> Shape {
@@ -66,6 +68,7 @@ fn shape(size: Size) -> Shape {
             head_dim: 16,
             vocab_target: 512,
             window: 16,
+            logit_spread: SMALL_VOCAB_SPREAD,
         },
         Size::Small => Shape {
             hidden: 256,
@@ -76,6 +79,7 @@ fn shape(size: Size) -> Shape {
             head_dim: 32,
             vocab_target: 2048,
             window: 512,
+            logit_spread: SMALL_VOCAB_SPREAD,
         },
         Size::Qwen7bShape => Shape {
             hidden: 3584,
@@ -86,9 +90,23 @@ fn shape(size: Size) -> Shape {
             head_dim: 128,
             vocab_target: 8192,
             window: 4096,
+            logit_spread: FULL_VOCAB_SPREAD,
         },
     }
 }
+
+/// Logits with a spread of about 0.3: over a vocabulary of a few hundred tokens, at the
+/// protocol's temperature (0.2) a few dozen tokens share the nucleus and seeds lead
+/// apart. (The transformers references of the tests were made with these weights.)
+const SMALL_VOCAB_SPREAD: f32 = 0.3;
+
+/// Over 152k tokens a spread of 0.3 is flat at temperature 0.2: the nucleus would hold
+/// tens of thousands of tokens, and top-p sampling would sort all of them (milliseconds
+/// per row on the host), where a trained model's nucleus holds a few. With a spread of
+/// 5 the top token stands about one logit above the next (a weight ratio near e^-5 at
+/// 0.2), and a few dozen tokens lie within 5 logits of it, so the GPU check times token
+/// choice at about what a trained model costs.
+const FULL_VOCAB_SPREAD: f32 = 5.0;
 
 /// Qwen2.5-7B's embedding rows: more than its tokenizer has, as in the real model.
 const QWEN7B_ROWS: usize = 152_064;
@@ -284,7 +302,17 @@ pub fn write_fixture_with(
     out: &Path,
     tokenizer_corpus: Option<(Vec<String>, usize)>,
 ) -> Result<(), EngineError> {
-    let mut s = shape(size);
+    write_shape(arch, size, shape(size), out, tokenizer_corpus)
+}
+
+/// [`write_fixture_with`] for `size` with the layer sizes of `s`.
+fn write_shape(
+    arch: Arch,
+    size: Size,
+    mut s: Shape,
+    out: &Path,
+    tokenizer_corpus: Option<(Vec<String>, usize)>,
+) -> Result<(), EngineError> {
     let corpus = match tokenizer_corpus {
         Some((texts, vocab)) => {
             s.vocab_target = vocab;
@@ -325,9 +353,11 @@ pub fn write_fixture_with(
     let (h, d) = (s.hidden, s.head_dim);
     // Gemma stores norm weights as offsets from 1; the others store the scale itself.
     let norm_mean = if facts.gemma_norms { 0.0 } else { 1.0 };
-    // Output scale: logits with a spread of about 0.3, so that at the protocol's
-    // temperature (0.2) a few tokens share the nucleus and seeds lead apart.
-    let out_std = 0.3 / (h as f32).sqrt();
+    // The final norm gives hidden states of about unit scale, so an output row of this
+    // scale gives logits of the shape's spread. A tied embedding keeps the small scale:
+    // it is also the input, whose scale the layers were set for.
+    let out_std = SMALL_VOCAB_SPREAD / (h as f32).sqrt();
+    let head_std = s.logit_spread / (h as f32).sqrt();
     w.normal("model.embed_tokens.weight", &[vocab, h], 0.0, out_std)?;
     for l in 0..s.layers {
         let p = format!("model.layers.{l}");
@@ -382,7 +412,7 @@ pub fn write_fixture_with(
     }
     w.normal("model.norm.weight", &[h], norm_mean, 0.1)?;
     if !tied {
-        w.normal("lm_head.weight", &[vocab, h], 0.0, out_std)?;
+        w.normal("lm_head.weight", &[vocab, h], 0.0, head_std)?;
     }
     let weights_path = out.join("model.safetensors");
     match &w.streamed {
@@ -422,4 +452,49 @@ pub fn write_fixture_with(
         std::fs::write(&path, text + "\n").map_err(io(&path))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::candle::loader::ModelFiles;
+    use crate::engine::candle::Engine;
+
+    /// The standard deviation of the logits of a few prompts' last tokens.
+    fn spread(dir: &Path) -> f32 {
+        let engine = Engine::load(&ModelFiles::from_dir(dir).unwrap(), Device::Cpu, "f").unwrap();
+        let prompts: Vec<Vec<u32>> = ["the model reads a", "evidence of rain is 0.84"]
+            .iter()
+            .map(|t| {
+                engine
+                    .encode(&crate::engine::Prompt::Raw(t.to_string()))
+                    .unwrap()
+            })
+            .collect();
+        let logits: Vec<f32> = engine.prompt_logits(&prompts).unwrap().concat();
+        let mean = logits.iter().sum::<f32>() / logits.len() as f32;
+        let var = logits.iter().map(|l| (l - mean).powi(2)).sum::<f32>() / logits.len() as f32;
+        var.sqrt()
+    }
+
+    #[test]
+    fn logits_have_the_spread_their_shape_asks_for() {
+        // The full-size fixture's spread, on the small shape: the output scale gives it
+        // through the real layers and final norm, whatever the hidden size.
+        for (tag, logit_spread) in [("small", SMALL_VOCAB_SPREAD), ("full", FULL_VOCAB_SPREAD)] {
+            let dir =
+                std::env::temp_dir().join(format!("fixture-spread-{tag}-{}", std::process::id()));
+            let s = Shape {
+                logit_spread,
+                ..shape(Size::Small)
+            };
+            write_shape(Arch::Qwen2, Size::Small, s, &dir, None).unwrap();
+            let got = spread(&dir);
+            assert!(
+                got > logit_spread * 0.6 && got < logit_spread * 1.6,
+                "{tag}: logits spread {got} for {logit_spread}"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
 }
