@@ -443,12 +443,7 @@ impl Engine {
             .iter()
             .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
             .collect();
-        let mut choice = step::ChoiceStats::default();
-        let next = timed(&mut times.choose_s, || {
-            step::choose_tokens(logits, &draws, self.reads(), &mut choice)
-        })?;
-        stats.logits_read_bytes += choice.transfer_bytes;
-        Ok(next)
+        self.choose_tokens(logits, &draws, stats, times)
     }
 
     /// Adds `token` to `row`; a row that this finishes is handed over (None back).

@@ -135,12 +135,25 @@ impl Engine {
         self
     }
 
-    fn reads(&self) -> step::Reads {
-        if self.block_reads {
-            step::Reads::Blocks
-        } else {
-            step::Reads::Auto
-        }
+    /// The next token of each row of a step's `logits`, drawn with `draws` (see
+    /// [`step::choose_tokens`]); both schedulers time it and count the logits read back.
+    fn choose_tokens(
+        &self,
+        logits: &Tensor,
+        draws: &[(crate::engine::Sampling, f64)],
+        batch: &mut BatchStats,
+        times: &mut PhaseTimes,
+    ) -> Result<Vec<u32>, EngineError> {
+        let reads = match self.block_reads {
+            true => step::Reads::Blocks,
+            false => step::Reads::Auto,
+        };
+        let mut choice = step::ChoiceStats::default();
+        let next = phases::timed(&mut times.choose_s, || {
+            step::choose_tokens(logits, draws, reads, &mut choice)
+        })?;
+        batch.logits_read_bytes += choice.transfer_bytes;
+        Ok(next)
     }
 
     /// Test hook: these tokens end a sequence too (an end token made likely gives the

@@ -248,11 +248,7 @@ impl Engine {
                     trace.record(&row.request.id, row.seed, row.tokens.len(), l);
                 }
             }
-            let mut choice = step::ChoiceStats::default();
-            let next = timed(&mut times.choose_s, || {
-                step::choose_tokens(&logits, &draws, self.reads(), &mut choice)
-            })?;
-            batch.logits_read_bytes += choice.transfer_bytes;
+            let next = self.choose_tokens(&logits, &draws, batch, times)?;
             if let Some(t) = step_start.take() {
                 let dt = t.elapsed().as_secs_f64();
                 rows.iter_mut().for_each(|r| r.decode_s += dt);
