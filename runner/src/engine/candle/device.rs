@@ -59,6 +59,9 @@ fn cuda_device(n: usize) -> Result<Device, EngineError> {
                 // order, so no tensor is used on another stream; the two CUDA events that
                 // cudarc records per allocation to order streams are pure overhead here.
                 unsafe { cuda.disable_event_tracking() };
+                if let Err(e) = keep_freed_memory(cuda) {
+                    eprintln!("warning: CUDA device {n}: freed memory goes back to the driver at every step ({e})");
+                }
             }
             Ok(d)
         }
@@ -69,6 +72,38 @@ fn cuda_device(n: usize) -> Result<Device, EngineError> {
         Err(_) => Err(EngineError::Device(format!(
             "CUDA device {n} is not usable (driver panic)"
         ))),
+    }
+}
+
+/// Lets the device's memory pool keep what the engine frees. cudarc allocates from the
+/// stream-ordered pool (`cuMemAllocAsync`), whose default release threshold is 0: at
+/// every synchronisation (each decode step's logits read is one) the pool hands all its
+/// unused memory back to the driver, and the next step's few hundred activation buffers
+/// are mapped afresh. Kept, they are reused from the pool instead. What stays reserved
+/// is bounded by a step's peak, which the KV budget's headroom already covers
+/// ([`kv_budget`] takes 80% of what is free after the weights).
+#[cfg(feature = "cuda")]
+fn keep_freed_memory(cuda: &candle_core::CudaDevice) -> Result<(), String> {
+    use candle_core::cuda_backend::cudarc::driver::{result, sys};
+    let stream = cuda.cuda_stream();
+    let context = stream.context();
+    if !context.has_async_alloc() {
+        // Plain cuMemAlloc: no pool to configure.
+        return Ok(());
+    }
+    context.bind_to_thread().map_err(|e| e.to_string())?;
+    let mut keep: u64 = u64::MAX;
+    // Safety: the device comes from the context candle created, and the release
+    // threshold is a cuuint64_t, which `keep` is.
+    unsafe {
+        let pool =
+            result::device::get_default_mem_pool(context.cu_device()).map_err(|e| e.to_string())?;
+        result::mem_pool::set_attribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut keep as *mut u64).cast(),
+        )
+        .map_err(|e| e.to_string())
     }
 }
 
