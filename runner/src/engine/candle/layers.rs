@@ -7,7 +7,7 @@ use super::kv_cache::StepLayout;
 use super::registry::{GateUpNames, QkvNames};
 use super::row_matmul;
 use candle_core::{DType, Device, Result, Tensor};
-use candle_nn::Linear;
+use candle_nn::{Linear, Module};
 
 /// Rotary embedding frequencies; the tables are computed in f32 for the positions of
 /// each step (per row, since rows sit at different positions).
@@ -268,6 +268,9 @@ impl QkvProjection {
     /// each contiguous.
     pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (rows, new, _) = x.dims3()?;
+        if new == 1 && self.qkv.bias().is_none() && !x.device().is_cpu() {
+            return self.forward_parts(x);
+        }
         let all = self.heads + 2 * self.kv_heads;
         let y = row_matmul::linear(&self.qkv, x)?
             .reshape((rows, new, all, self.head_dim))?
@@ -278,6 +281,27 @@ impl QkvProjection {
             .narrow(1, self.heads + self.kv_heads, self.kv_heads)?
             .contiguous()?;
         Ok((q, k, v))
+    }
+
+    /// A decode step's q, k and v as three products through views of the stacked weight
+    /// (its rows are q, k, v in turn, so each part is a contiguous slice of it). Each
+    /// product comes out in its part's own buffer, already laid out (rows, heads, 1, d),
+    /// where splitting the stacked product takes a copy per part: on a GPU, three fewer
+    /// kernels and shape uploads per layer for one more product. Not with a bias: it
+    /// would take three broadcast adds, each with its own upload. Not on the CPU, whose
+    /// batch-invariant products pad narrow ones (`row_matmul`).
+    fn forward_parts(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let (rows, new, _) = x.dims3()?;
+        let d = self.head_dim;
+        let part = |first: usize, heads: usize| -> Result<Tensor> {
+            let weight = self.qkv.weight().narrow(0, first * d, heads * d)?;
+            Linear::new(weight, None)
+                .forward(x)?
+                .reshape((rows, new, heads, d))?
+                .transpose(1, 2)
+        };
+        let (h, kv) = (self.heads, self.kv_heads);
+        Ok((part(0, h)?, part(h, kv)?, part(h + kv, kv)?))
     }
 
     /// [`QkvProjection::forward`] with q and k rotated by the step's tables, as
@@ -341,8 +365,25 @@ impl GatedMlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate_up = row_matmul::linear(&self.gate_up, x)?;
-        row_matmul::linear(&self.down, &gated(&gate_up, self.inner, self.act)?)
+        let inner = if x.device().is_cpu() {
+            gated(&row_matmul::linear(&self.gate_up, x)?, self.inner, self.act)?
+        } else {
+            self.gated_parts(x)?
+        };
+        row_matmul::linear(&self.down, &inner)
+    }
+
+    /// act(gate(x)) * up(x) as two products through views of the stacked weight (gate's
+    /// rows, then up's), so that both come out contiguous: the activation and the
+    /// product over the two halves of one product read strided operands, each of which
+    /// a GPU kernel is told through a shape upload. Two fewer uploads per layer for one
+    /// more product.
+    fn gated_parts(&self, x: &Tensor) -> Result<Tensor> {
+        let half = |first: usize| -> Result<Tensor> {
+            let weight = self.gate_up.weight().narrow(0, first, self.inner)?;
+            Linear::new(weight, None).forward(x)
+        };
+        activate(&half(0)?, self.act)? * half(self.inner)?
     }
 }
 
@@ -387,16 +428,18 @@ fn gated(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
     gated_ops(gate_up, inner, act)
 }
 
-/// [`gated`] with candle's ops, for devices and dtypes without the fused pass.
+/// [`gated`] with candle's ops, for dtypes without the fused pass.
 fn gated_ops(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
     let last = gate_up.rank() - 1;
     let gate = gate_up.narrow(last, 0, inner)?;
-    let up = gate_up.narrow(last, inner, inner)?;
-    let gate = match act {
-        GatedAct::Silu => candle_nn::ops::silu(&gate)?,
-        GatedAct::GeluTanh => gate.gelu()?,
-    };
-    gate * up
+    activate(&gate, act)? * gate_up.narrow(last, inner, inner)?
+}
+
+fn activate(gate: &Tensor, act: GatedAct) -> Result<Tensor> {
+    match act {
+        GatedAct::Silu => candle_nn::ops::silu(gate),
+        GatedAct::GeluTanh => gate.gelu(),
+    }
 }
 
 /// The hidden state of each row's last token, (rows, 1, hidden).
@@ -455,6 +498,72 @@ mod tests {
                     let diff = diff.to_scalar::<f32>()?;
                     assert!(diff < 1e-5, "bias {bias} new {new}: {diff}");
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+        (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
+    }
+
+    #[test]
+    fn a_decode_steps_q_k_v_from_weight_views_are_the_stacked_products_parts_uncopied() -> Result<()>
+    {
+        let dev = Device::Cpu;
+        let (hidden, heads, kv, d, rows) = (24, 4, 2, 8, 5);
+        let weight = Tensor::randn(0f32, 1.0, ((heads + 2 * kv) * d, hidden), &dev)?;
+        let vb = candle_nn::VarBuilder::from_tensors(
+            [("qkv.weight".to_string(), weight)].into(),
+            DType::F32,
+            &dev,
+        );
+        let qkv = QkvProjection::load(&vb, &QkvNames::Fused("qkv"), hidden, (heads, kv, d), false)?;
+        let x = Tensor::randn(0f32, 1.0, (rows, 1, hidden), &dev)?;
+        // On the CPU `forward` splits the stacked product.
+        let (q0, k0, v0) = qkv.forward(&x)?;
+        let (q, k, v) = qkv.forward_parts(&x)?;
+        for (name, got, want, h) in [
+            ("q", &q, &q0, heads),
+            ("k", &k, &k0, kv),
+            ("v", &v, &v0, kv),
+        ] {
+            assert_eq!(got.dims(), &[rows, h, 1, d], "{name}");
+            let diff = max_diff(got, want)?;
+            assert!(diff < 1e-5, "{name}: {diff}");
+            // Contiguous as produced: the rope and cache writes need no copy of it.
+            assert!(got.is_contiguous(), "{name} needs a copy");
+        }
+        // Where the stacked product's parts do need one.
+        let stacked = qkv
+            .qkv
+            .forward(&x)?
+            .reshape((rows, 1, heads + 2 * kv, d))?
+            .transpose(1, 2)?;
+        assert!(!stacked.narrow(1, heads, kv)?.is_contiguous());
+        Ok(())
+    }
+
+    #[test]
+    fn the_gated_mlp_from_weight_views_is_the_stacked_products() -> Result<()> {
+        let dev = Device::Cpu;
+        let (hidden, inner) = (24, 19);
+        for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+            let mlp = GatedMlp {
+                gate_up: Linear::new(Tensor::randn(0f32, 1.0, (2 * inner, hidden), &dev)?, None),
+                down: Linear::new(Tensor::randn(0f32, 1.0, (hidden, inner), &dev)?, None),
+                inner,
+                act,
+            };
+            for new in [1, 6] {
+                let x = Tensor::randn(0f32, 1.0, (3, new, hidden), &dev)?;
+                let stacked = gated_ops(&row_matmul::linear(&mlp.gate_up, &x)?, inner, act)?;
+                let parts = mlp.gated_parts(&x)?;
+                assert_eq!(parts.dims(), &[3, new, inner]);
+                // Products of up to a few hundred: compared relative to the largest.
+                let scale = stacked.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                let diff = max_diff(&parts, &stacked)? / scale;
+                assert!(diff < 1e-6, "{act:?} new {new}: {diff}");
             }
         }
         Ok(())
