@@ -534,6 +534,21 @@ mod tests {
             // Contiguous as produced: the rope and cache writes need no copy of it.
             assert!(got.is_contiguous(), "{name} needs a copy");
         }
+        // And candle's rope reads the parts' layout (strides of a one-token transpose)
+        // as it reads a copy's.
+        let layout = StepLayout {
+            past: 40,
+            new: 1,
+            pad: vec![0; rows],
+        };
+        let (cos, sin) = Rope::new(d, 10_000.0, |f| f, &dev)?.tables(&layout, DType::F32)?;
+        for (got, want) in [(&q, &q0), (&k, &k0)] {
+            let diff = max_diff(
+                &apply_rope(got, &cos, &sin)?,
+                &apply_rope(want, &cos, &sin)?,
+            )?;
+            assert!(diff < 1e-5, "rotated: {diff}");
+        }
         // Where the stacked product's parts do need one.
         let stacked = qkv
             .qkv
