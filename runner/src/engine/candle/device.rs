@@ -85,26 +85,38 @@ fn cuda_device(n: usize) -> Result<Device, EngineError> {
 #[cfg(feature = "cuda")]
 fn keep_freed_memory(cuda: &candle_core::CudaDevice) -> Result<(), String> {
     use candle_core::cuda_backend::cudarc::driver::{result, sys};
-    let stream = cuda.cuda_stream();
-    let context = stream.context();
-    if !context.has_async_alloc() {
-        // Plain cuMemAlloc: no pool to configure.
+    let Some(pool) = default_pool(cuda)? else {
         return Ok(());
-    }
-    context.bind_to_thread().map_err(|e| e.to_string())?;
+    };
     let mut keep: u64 = u64::MAX;
-    // Safety: the device comes from the context candle created, and the release
-    // threshold is a cuuint64_t, which `keep` is.
+    // Safety: the release threshold is a cuuint64_t, which `keep` is.
     unsafe {
-        let pool =
-            result::device::get_default_mem_pool(context.cu_device()).map_err(|e| e.to_string())?;
         result::mem_pool::set_attribute(
             pool,
             sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
             (&mut keep as *mut u64).cast(),
         )
-        .map_err(|e| e.to_string())
     }
+    .map_err(|e| e.to_string())
+}
+
+/// The pool the device's allocations come from, with its context bound to this
+/// thread; none where they are plain `cuMemAlloc`s.
+#[cfg(feature = "cuda")]
+fn default_pool(
+    cuda: &candle_core::CudaDevice,
+) -> Result<Option<candle_core::cuda_backend::cudarc::driver::sys::CUmemoryPool>, String> {
+    use candle_core::cuda_backend::cudarc::driver::result;
+    let stream = cuda.cuda_stream();
+    let context = stream.context();
+    if !context.has_async_alloc() {
+        return Ok(None);
+    }
+    context.bind_to_thread().map_err(|e| e.to_string())?;
+    // Safety: the device comes from the context candle created.
+    unsafe { result::device::get_default_mem_pool(context.cu_device()) }
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// The error without the backtrace candle attaches under `RUST_BACKTRACE`: the reason a
@@ -147,19 +159,41 @@ pub(super) fn kv_budget(device: &Device) -> usize {
                 .map(|kib| kib * 1024);
             available.map_or(8 << 30, |b| b / 2)
         }
-        _ => gpu_free_bytes().map_or(16 << 30, |free| free / 10 * 8),
+        _ => gpu_free_bytes(device).map_or(16 << 30, |free| free / 10 * 8),
     }
 }
 
 #[cfg(feature = "cuda")]
-fn gpu_free_bytes() -> Option<usize> {
+fn gpu_free_bytes(device: &Device) -> Option<usize> {
+    // Loading frees the separate q/k/v and gate/up weights it stacks, and the pool keeps
+    // what is freed (`keep_freed_memory`): handed back first, it counts as free for the
+    // cache instead of being left out of the budget.
+    if let Device::Cuda(cuda) = device {
+        if let Err(e) = trim_pool(cuda) {
+            eprintln!("warning: the KV budget leaves out memory the CUDA pool holds ({e})");
+        }
+    }
     candle_core::cuda_backend::cudarc::driver::result::mem_get_info()
         .ok()
         .map(|(free, _total)| free)
 }
 
+/// Hands the memory the device's pool holds unused back to the driver, once the work
+/// that freed it has run.
+#[cfg(feature = "cuda")]
+fn trim_pool(cuda: &candle_core::CudaDevice) -> Result<(), String> {
+    use candle_core::backend::BackendDevice;
+    cuda.synchronize().map_err(|e| e.to_string())?;
+    let Some(pool) = default_pool(cuda)? else {
+        return Ok(());
+    };
+    // Safety: the pool is the device's own.
+    unsafe { candle_core::cuda_backend::cudarc::driver::result::mem_pool::trim_to(pool, 0) }
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(not(feature = "cuda"))]
-fn gpu_free_bytes() -> Option<usize> {
+fn gpu_free_bytes(_device: &Device) -> Option<usize> {
     None
 }
 
