@@ -286,10 +286,10 @@ impl QkvProjection {
     /// A decode step's q, k and v as three products through views of the stacked weight
     /// (its rows are q, k, v in turn, so each part is a contiguous slice of it). Each
     /// product comes out in its part's own buffer, already laid out (rows, heads, 1, d),
-    /// where splitting the stacked product takes a copy per part: on a GPU, three fewer
-    /// kernels and shape uploads per layer for one more product. Not with a bias: it
-    /// would take three broadcast adds, each with its own upload. Not on the CPU, whose
-    /// batch-invariant products pad narrow ones (`row_matmul`).
+    /// where splitting the stacked product takes a copy per part: on a GPU, three copies
+    /// (a kernel and a shape upload each) fewer per layer for two more products. Not
+    /// with a bias: it would take three broadcast adds, each with its own upload. Not on
+    /// the CPU, whose batch-invariant products pad narrow ones (`row_matmul`).
     fn forward_parts(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (rows, new, _) = x.dims3()?;
         let d = self.head_dim;
@@ -365,12 +365,12 @@ impl GatedMlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let inner = if x.device().is_cpu() {
+        let gated_out = if x.device().is_cpu() {
             gated(&row_matmul::linear(&self.gate_up, x)?, self.inner, self.act)?
         } else {
             self.gated_parts(x)?
         };
-        row_matmul::linear(&self.down, &inner)
+        row_matmul::linear(&self.down, &gated_out)
     }
 
     /// act(gate(x)) * up(x) as two products through views of the stacked weight (gate's
