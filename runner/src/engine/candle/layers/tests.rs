@@ -1,6 +1,10 @@
 use super::*;
 use crate::engine::candle::kv_cache::StepLayout;
 
+fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+    (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
+}
+
 #[test]
 fn the_fused_split_and_rotation_matches_candles_copies_and_rope() -> Result<()> {
     let dev = Device::Cpu;
@@ -35,17 +39,12 @@ fn the_fused_split_and_rotation_matches_candles_copies_and_rope() -> Result<()> 
             ];
             for (got, want) in [q, k, v].iter().zip(&want) {
                 assert_eq!(got.dims(), want.dims());
-                let diff = (got - want)?.abs()?.flatten_all()?.max(0)?;
-                let diff = diff.to_scalar::<f32>()?;
+                let diff = max_diff(got, want)?;
                 assert!(diff < 1e-5, "bias {bias} new {new}: {diff}");
             }
         }
     }
     Ok(())
-}
-
-fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
-    (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
 }
 
 #[test]
@@ -128,11 +127,10 @@ fn the_gated_mlp_from_weight_views_is_the_stacked_products() -> Result<()> {
 fn the_vectorised_rms_norm_matches_candles() -> Result<()> {
     let x = Tensor::randn(0f32, 2.0, (3, 700, 48), &Device::Cpu)?;
     let w = Tensor::randn(1f32, 0.3, 48, &Device::Cpu)?;
-    let diff = (rms_norm(&x, &w, 1e-6)? - candle_nn::ops::rms_norm(&x, &w, 1e-6)?)?
-        .abs()?
-        .flatten_all()?
-        .max(0)?
-        .to_scalar::<f32>()?;
+    let diff = max_diff(
+        &rms_norm(&x, &w, 1e-6)?,
+        &candle_nn::ops::rms_norm(&x, &w, 1e-6)?,
+    )?;
     assert!(diff < 1e-5, "{diff}");
     Ok(())
 }
@@ -144,11 +142,7 @@ fn the_fused_gated_activation_matches_candles_ops() -> Result<()> {
         let fused = gated(&x, 19, act)?;
         let ops = gated_ops(&x, 19, act)?;
         assert_eq!(fused.dims(), &[2, 5, 19]);
-        let diff = (fused - ops)?
-            .abs()?
-            .flatten_all()?
-            .max(0)?
-            .to_scalar::<f32>()?;
+        let diff = max_diff(&fused, &ops)?;
         assert!(diff < 1e-5, "{act:?}: {diff}");
     }
     Ok(())
@@ -194,11 +188,7 @@ fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
     // A budget of two query rows per chunk: five chunks, the last one short.
     let chunked = chunked_attention(&q, &k, &v, &mask, 0.3, 2 * rows * heads * new)?;
     assert_eq!(chunked.dims(), whole.dims());
-    let diff = (chunked - whole)?
-        .abs()?
-        .flatten_all()?
-        .max(0)?
-        .to_scalar::<f32>()?;
+    let diff = max_diff(&chunked, &whole)?;
     assert!(diff < 1e-6, "{diff}");
     Ok(())
 }
