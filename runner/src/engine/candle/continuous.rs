@@ -26,8 +26,8 @@
 use super::kv_cache::KvCache;
 use super::phases::{timed, PhaseTimes};
 use super::sampler::StreamKey;
-use super::{step, Engine, Refill};
-use crate::engine::{BatchStats, EngineError, Request, Sample, Sampling, Timings};
+use super::{step, Engine, Refill, RowDraw};
+use crate::engine::{BatchStats, EngineError, Request, Sample, Timings};
 use candle_core::Tensor;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -433,15 +433,14 @@ impl Engine {
         stats: &mut BatchStats,
         times: &mut PhaseTimes,
     ) -> Result<Vec<u32>, EngineError> {
-        if let Some(trace) = &self.logit_trace {
-            let all: Vec<Vec<f32>> = logits.to_vec2()?;
-            for (row, l) in rows.iter().zip(&all) {
-                trace.record(&row.request.id, row.seed, row.tokens.len(), l);
-            }
-        }
-        let draws: Vec<(Sampling, f64)> = rows
+        let draws: Vec<RowDraw> = rows
             .iter()
-            .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
+            .map(|row| RowDraw {
+                request: row.request,
+                seed: row.seed,
+                key: &row.key,
+                generated: row.tokens.len(),
+            })
             .collect();
         self.choose_tokens(logits, &draws, stats, times)
     }

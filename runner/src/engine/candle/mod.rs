@@ -45,6 +45,15 @@ pub trait CausalLm: Send + Sync {
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> candle_core::Result<Tensor>;
 }
 
+/// A row whose next token a step chooses: its request and seed, its random stream, and
+/// the tokens it has generated so far (the position of the draw).
+struct RowDraw<'a> {
+    request: &'a crate::engine::Request,
+    seed: u64,
+    key: &'a sampler::StreamKey,
+    generated: usize,
+}
+
 /// A loaded model with its tokenizer and chat template, ready to decode.
 pub struct Engine {
     model: Box<dyn CausalLm>,
@@ -135,22 +144,32 @@ impl Engine {
         self
     }
 
-    /// The next token of each row of a step's `logits`, drawn with `draws` (see
-    /// [`step::choose_tokens`]); both schedulers time it and count the logits read back.
+    /// The next token of each of a step's `rows` from its row of `logits` (see
+    /// [`step::choose_tokens`]); both schedulers trace, time and count it here.
     fn choose_tokens(
         &self,
         logits: &Tensor,
-        draws: &[(crate::engine::Sampling, f64)],
+        rows: &[RowDraw],
         batch: &mut BatchStats,
         times: &mut PhaseTimes,
     ) -> Result<Vec<u32>, EngineError> {
+        if let Some(trace) = &self.logit_trace {
+            let all: Vec<Vec<f32>> = logits.to_vec2()?;
+            for (row, l) in rows.iter().zip(&all) {
+                trace.record(&row.request.id, row.seed, row.generated, l);
+            }
+        }
+        let draws: Vec<(crate::engine::Sampling, f64)> = rows
+            .iter()
+            .map(|row| (row.request.sampling, row.key.uniform(row.generated)))
+            .collect();
         let reads = match self.block_reads {
             true => step::Reads::Blocks,
             false => step::Reads::Auto,
         };
         let mut choice = step::ChoiceStats::default();
         let next = phases::timed(&mut times.choose_s, || {
-            step::choose_tokens(logits, draws, reads, &mut choice)
+            step::choose_tokens(logits, &draws, reads, &mut choice)
         })?;
         batch.logits_read_bytes += choice.transfer_bytes;
         Ok(next)

@@ -6,9 +6,9 @@
 use super::kv_cache::KvCache;
 use super::phases::{timed, PhaseTimes};
 use super::sampler::StreamKey;
-use super::{step, Engine};
+use super::{step, Engine, RowDraw};
 use crate::engine::{
-    Backend, BatchStats, EngineError, FinishReason, Request, RequestId, Sample, Sampling, Timings,
+    Backend, BatchStats, EngineError, FinishReason, Request, RequestId, Sample, Timings,
 };
 use candle_core::Tensor;
 use std::collections::{HashMap, HashSet};
@@ -238,16 +238,15 @@ impl Engine {
         // forward pass only queues kernels, and the wait falls in the logits transfer.
         let mut step_start: Option<Instant> = None;
         loop {
-            let draws: Vec<(Sampling, f64)> = rows
+            let draws: Vec<RowDraw> = rows
                 .iter()
-                .map(|row| (row.request.sampling, row.key.uniform(row.tokens.len())))
+                .map(|row| RowDraw {
+                    request: row.request,
+                    seed: row.seed,
+                    key: &row.key,
+                    generated: row.tokens.len(),
+                })
                 .collect();
-            if let Some(trace) = &self.logit_trace {
-                let all: Vec<Vec<f32>> = logits.to_vec2()?;
-                for (row, l) in rows.iter().zip(&all) {
-                    trace.record(&row.request.id, row.seed, row.tokens.len(), l);
-                }
-            }
             let next = self.choose_tokens(&logits, &draws, batch, times)?;
             if let Some(t) = step_start.take() {
                 let dt = t.elapsed().as_secs_f64();
@@ -494,7 +493,7 @@ impl Engine {
 mod tests {
     use super::super::{fixture, loader::ModelFiles};
     use super::*;
-    use crate::engine::Prompt;
+    use crate::engine::{Prompt, Sampling};
     use candle_core::Device;
 
     #[test]
