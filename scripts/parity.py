@@ -2,10 +2,10 @@
 """Reference token ids, logits and greedy tokens from Hugging Face transformers for the
 fixture models.
 
-Writes one JSON file per architecture into runner/tests/data/parity/, which the test
-runner/tests/it/engine_parity.rs compares against the engine (max abs logit difference
-under 1e-4, identical greedy tokens), and one into runner/tests/data/tokenizer/, which
-runner/tests/it/engine_tokenizer.rs compares against the runner's tokenization of
+Writes one JSON file per architecture into runner/cli/tests/data/parity/, which the test
+runner/cli/tests/it/engine_parity.rs compares against the engine (max abs logit difference
+under 1e-4, identical greedy tokens), and one into runner/cli/tests/data/tokenizer/, which
+runner/cli/tests/it/engine_tokenizer.rs compares against the runner's tokenization of
 tricky text. The tokenizer is loaded the way a user loads it,
 AutoTokenizer.from_pretrained(folder), so the class named in tokenizer_config.json
 (and whatever that class rebuilds) is what the reference reflects. Run after changing
@@ -126,14 +126,14 @@ def reference(model_dir: pathlib.Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runner", required=True, help="path to the runner binary")
-    ap.add_argument("--out", default="runner/tests/data/parity")
+    ap.add_argument("--out", default="runner/cli/tests/data/parity")
     ap.add_argument(
         "--arch",
         action="append",
         choices=ARCHS,
         help="only these architectures (repeatable); all of them without it",
     )
-    ap.add_argument("--tokenizer-out", default="runner/tests/data/tokenizer")
+    ap.add_argument("--tokenizer-out", default="runner/cli/tests/data/tokenizer")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

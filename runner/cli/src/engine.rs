@@ -1,0 +1,354 @@
+//! `runner generate`, `runner fixture`, `runner models`, `runner bench`: the engine from
+//! the command line.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use runner_engine::bench;
+use runner_engine::bench::engine::{BenchModel, EngineBench, MixedWorkload};
+use runner_engine::bench::sampler::SamplerBench;
+use runner_engine::candle::fixture::{Arch, Size};
+use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
+use runner_engine::candle::{select_device, DeviceChoice, Engine, Refill, Scheduler};
+use runner_engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The panel as built into the binary; `--panel` reads another file instead.
+pub fn panel(path: Option<&Path>) -> Result<Panel> {
+    Ok(match path {
+        Some(p) => Panel::load(p)?,
+        None => Panel::builtin()?,
+    })
+}
+
+/// A panel name or a local folder in the Hugging Face layout, in the library's one
+/// resolution order (`hub::resolve`).
+fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String)> {
+    let panel = panel(panel_path)?;
+    let Some(found) = hub::resolve(model, &panel)? else {
+        let names: Vec<&str> = panel.models.keys().map(String::as_str).collect();
+        bail!(
+            "{model:?} is neither a panel model ({}) nor a folder",
+            names.join(", ")
+        );
+    };
+    Ok((found.files, found.label))
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// Panel name (see `runner models`) or a model folder.
+    #[arg(long)]
+    model: String,
+    #[arg(long)]
+    prompt: String,
+    #[arg(long)]
+    system: Option<String>,
+    /// Highest-logit decoding instead of the protocol's sampling.
+    #[arg(long)]
+    greedy: bool,
+    #[arg(long, default_value_t = 512)]
+    max_new_tokens: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// auto, cpu or cuda:N
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// A model panel other than the built-in one.
+    #[arg(long)]
+    panel: Option<PathBuf>,
+}
+
+pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
+    let choice: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
+    let (device, warning) = select_device(choice)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    let (files, label) = resolve(&args.model, args.panel.as_deref())?;
+    let revision = files.revision.clone();
+    let mut engine =
+        Engine::load(&files, device, &label).with_context(|| format!("loading {label}"))?;
+    let mut messages = Vec::new();
+    if let Some(s) = args.system {
+        messages.push(Message {
+            role: Role::System,
+            content: s,
+        });
+    }
+    messages.push(Message {
+        role: Role::User,
+        content: args.prompt,
+    });
+    let request = Request {
+        id: RequestId::new("generate"),
+        prompt: Prompt::Chat(messages),
+        seeds: vec![args.seed],
+        max_new_tokens: args.max_new_tokens,
+        sampling: if args.greedy {
+            Sampling::Greedy
+        } else {
+            Sampling::PROTOCOL
+        },
+    };
+    runner_core::run::limits::check_context(
+        &engine,
+        &files.config,
+        &[&request.prompt],
+        request.max_new_tokens,
+    )?;
+    let samples = engine.generate(std::slice::from_ref(&request))?;
+    let s = samples.first().context("the engine returned no sample")?;
+    let out = json!({
+        "model": label,
+        "revision": revision,
+        "engine": engine.describe(),
+        "seed": s.seed,
+        "prompt_tokens": s.prompt_tokens,
+        "text": s.text,
+        "token_ids": s.token_ids,
+        "finish_reason": s.finish_reason,
+        "timings": s.timings,
+    });
+    println!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct FixtureArgs {
+    /// qwen2, llama or gemma3
+    #[arg(long)]
+    arch: String,
+    /// tiny, small or qwen7b-shape (Qwen2.5-7B's sizes, random bf16 weights, 15 GB)
+    #[arg(long, default_value = "tiny")]
+    size: String,
+    #[arg(long)]
+    out: PathBuf,
+    /// Train the tokenizer on the suite's prompts to this many tokens (as the smoke run
+    /// does), so suite prompts have realistic lengths on the fixture.
+    #[arg(long)]
+    suite_vocab: Option<usize>,
+}
+
+pub fn fixture(args: FixtureArgs) -> Result<ExitCode> {
+    let arch: Arch = args.arch.parse().map_err(anyhow::Error::msg)?;
+    let size: Size = args.size.parse().map_err(anyhow::Error::msg)?;
+    let corpus = match args.suite_vocab {
+        Some(vocab) => Some((creg::workload::tokenizer_corpus()?, vocab)),
+        None => None,
+    };
+    runner_engine::candle::fixture::write_fixture_with(arch, size, &args.out, corpus)?;
+    println!("{}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct ModelsArgs {
+    /// Show one model (its pinned files and where the cache holds it).
+    name: Option<String>,
+    #[arg(long)]
+    panel: Option<PathBuf>,
+}
+
+pub fn models(args: ModelsArgs) -> Result<ExitCode> {
+    let panel = panel(args.panel.as_deref())?;
+    let cache = hub::hub_cache_dir();
+    if let Some(name) = &args.name {
+        let Some(e) = panel.models.get(name) else {
+            let known: Vec<&str> = panel.models.keys().map(String::as_str).collect();
+            bail!("unknown model {name:?}; the panel has {}", known.join(", "));
+        };
+        let snapshot = hub::cached_snapshot(&cache, &e.repo, &e.revision);
+        println!(
+            "{name}: {} at {} ({}, {})",
+            e.repo, e.revision, e.arch, e.dtype
+        );
+        println!(
+            "tokenizer: {} at {}",
+            e.tokenizer_repo, e.tokenizer_revision
+        );
+        println!(
+            "licence: {}{}",
+            e.license,
+            if e.gated {
+                " (gated: accept it on the model page and set HF_TOKEN)"
+            } else {
+                ""
+            }
+        );
+        for f in &e.files {
+            let here = snapshot.as_ref().is_some_and(|d| d.join(&f.name).is_file());
+            println!(
+                "  {} {:>14} bytes sha256 {} {}",
+                f.name,
+                f.bytes,
+                f.sha256,
+                if here { "cached" } else { "not cached" }
+            );
+        }
+        match snapshot {
+            Some(d) => println!("cache: {}", d.display()),
+            None => println!(
+                "cache: not in {} (the first run downloads it; HF_HUB_OFFLINE=1 forbids that)",
+                cache.display()
+            ),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<14} {:<36} {:<42} {:<7} {:<6} cached",
+        "name", "repo", "revision", "arch", "gated"
+    );
+    for (name, e) in &panel.models {
+        let cached = hub::cached_snapshot(&cache, &e.repo, &e.revision)
+            .and_then(|d| ModelFiles::from_dir(&d).ok())
+            .is_some_and(|f| f.weights.iter().all(|w| w.is_file()));
+        println!(
+            "{:<14} {:<36} {:<42} {:<7} {:<6} {}",
+            name,
+            e.repo,
+            e.revision,
+            e.arch,
+            if e.gated { "yes" } else { "no" },
+            if cached { "yes" } else { "no" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// A model folder; without it a fixture of --arch and --size is written to a
+    /// temporary folder.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    #[arg(long, default_value = "qwen2")]
+    arch: String,
+    #[arg(long, default_value = "small")]
+    size: String,
+    /// Batch sizes, comma-separated; 0 stands for the row limit, the rows whose KV
+    /// cache of prompt and new tokens fits the device's KV budget.
+    #[arg(long, default_value = "1,8,32", value_delimiter = ',')]
+    batch: Vec<usize>,
+    #[arg(long, default_value_t = 1500)]
+    prompt_tokens: usize,
+    #[arg(long, default_value_t = 128)]
+    new_tokens: usize,
+    /// Prompt tokens (rows x longest prompt) per prefill pass.
+    #[arg(long, default_value_t = 4096)]
+    prefill_tokens: usize,
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Also write the prompts' token ids as JSON, for a side-by-side run elsewhere.
+    #[arg(long)]
+    save_prompts: Option<PathBuf>,
+    /// Runs per batch size; the medians are reported (a shared machine is noisy).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Token choice in the decode steps: greedy, or the protocol's top-p sampling.
+    #[arg(long, default_value = "greedy")]
+    sampling: String,
+    /// Only the sampler: time one decode step's token choice for each --batch size over
+    /// --vocab synthetic logits: the full-vocabulary sampler beside the candidate-set one
+    /// on the host, then logits held by --device read whole beside block reads (with the
+    /// bytes they read back), in alternating rounds (--repeat of them). No model loads.
+    #[arg(long)]
+    sampler: bool,
+    #[arg(long, default_value_t = 152_064)]
+    vocab: usize,
+    /// One JSON object per line instead of the Markdown table (for scripts).
+    #[arg(long)]
+    json: bool,
+    /// `mixed`: a serving workload of --requests prompts with length caps of 16 to
+    /// --longest-cap new tokens (median a quarter of it), decoded at a row limit of the
+    /// largest --batch by each --scheduler in alternating rounds (--repeat of them).
+    #[arg(long)]
+    workload: Option<String>,
+    #[arg(long, default_value_t = 96)]
+    requests: usize,
+    /// The mixed workload's longest length cap (the protocol's is 512).
+    #[arg(long, default_value_t = 256)]
+    longest_cap: usize,
+    /// Schedulers to compare, comma-separated: continuous, static.
+    #[arg(long, default_value = "continuous,static", value_delimiter = ',')]
+    scheduler: Vec<String>,
+    /// How continuous batching refills finished rows' places, comma-separated, each run
+    /// in turn: in-place (the engine's way), compact (drop them at once, the way before).
+    #[arg(long, value_delimiter = ',')]
+    refill: Vec<String>,
+}
+
+/// The bench's workload as the library takes it.
+fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
+    let model = match &args.model {
+        Some(dir) => BenchModel::Folder(dir.clone()),
+        None => BenchModel::Fixture {
+            arch: args.arch.parse().map_err(anyhow::Error::msg)?,
+            size: args.size.parse().map_err(anyhow::Error::msg)?,
+        },
+    };
+    Ok(EngineBench {
+        model,
+        device: args.device.parse().map_err(anyhow::Error::msg)?,
+        batches: args.batch.clone(),
+        prompt_tokens: args.prompt_tokens,
+        new_tokens: args.new_tokens,
+        prefill_tokens: args.prefill_tokens,
+        repeat: args.repeat,
+        sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
+        save_prompts: args.save_prompts.clone(),
+        mixed: match args.workload.as_deref() {
+            None if !args.refill.is_empty() => {
+                bail!("--refill applies to the mixed workload only (--workload mixed)")
+            }
+            None => None,
+            Some("mixed") => Some(MixedWorkload {
+                requests: args.requests,
+                longest_cap: args.longest_cap,
+                schedulers: args
+                    .scheduler
+                    .iter()
+                    .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
+                    .collect::<Result<_>>()?,
+                refills: args
+                    .refill
+                    .iter()
+                    .map(|s| s.parse::<Refill>().map_err(anyhow::Error::msg))
+                    .collect::<Result<_>>()?,
+            }),
+            Some(other) => bail!("unknown --workload {other:?} (mixed)"),
+        },
+    })
+}
+
+pub fn bench(args: BenchArgs) -> Result<ExitCode> {
+    if args.sampler {
+        let rows = bench::sampler::run(&SamplerBench {
+            device: args.device.parse().map_err(anyhow::Error::msg)?,
+            rows: args.batch.clone(),
+            vocab: args.vocab,
+            rounds: args.repeat,
+            sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
+        })?;
+        super::print_bench(&rows, args.json);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // JSON lines stream as each batch size finishes; the table needs them all, so
+    // until it comes a line on stderr says how far the bench got.
+    let json = args.json;
+    let rows = bench::engine::run(&engine_bench(&args)?, &mut |row| {
+        if json {
+            println!("{row}");
+        } else {
+            match row.get("scheduler") {
+                Some(s) => eprintln!("{s} round {} measured", row["round"]),
+                None => eprintln!("batch {} measured", row["batch"]),
+            }
+        }
+    })?;
+    if !json {
+        super::print_bench(&rows, false);
+    }
+    Ok(ExitCode::SUCCESS)
+}

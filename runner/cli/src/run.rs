@@ -1,0 +1,377 @@
+//! `runner [run]`: a resumable batch job over the suite, streaming into the scorer;
+//! `runner score RUN_DIR...` and `runner merge RUN_DIR...` on finished journals.
+
+use super::progress::Bar;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use creg::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
+use creg::workload::CregWorkload;
+use probe::plan::ProbePlan;
+use probe::run::ProbeWorkload;
+use probe::set::ProbeSet;
+use runner_core::journal;
+use runner_core::run::model::{self, ModelOptions};
+use runner_core::run::rescore::{self, Event, Rescore};
+use runner_core::run::{execute, folder, manifest, Outcome, Workload};
+use runner_engine::batch::UTILIZATION_MEANING;
+use runner_engine::candle::DeviceChoice;
+use runner_engine::Sampling;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The protocol's budget of new tokens per sample.
+pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
+
+/// What a run asks: the CREG suite or the Probe diagnostic.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    Creg,
+    Probe,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// creg (the evaluation-v1.0 suite) or probe (the Probe diagnostic: the generated
+    /// probe.json and probe_pit.json, or the file --suite-file names).
+    #[arg(long, value_enum, default_value = "creg")]
+    pub suite: Suite,
+    /// A panel model (see `runner models`), a baseline (oracle, confidence-only,
+    /// no-relations, no-epochs, latest-wins, uniform) or a model folder.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// all (the nine), principal (the four), or names, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "principal")]
+    pub condition: Vec<String>,
+    /// belief, endpoint (contradiction, action, explanation), single tasks, or all.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub tasks: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_values_t = PROTOCOL_SEEDS)]
+    pub seeds: Vec<u64>,
+    /// auto, cpu or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Run slice I of N (0-based), by request id.
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// Keep the first N scenarios of every regime (Probe: the first N items of every domain).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long, default_value = "outputs")]
+    pub out: PathBuf,
+    /// The run's folder name under <out>/<model>/ (default: the suite's name, plus the shard).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Start a new run beside an existing one instead of resuming it.
+    #[arg(long)]
+    pub fresh: bool,
+    /// A CREG suite file (JSONL) instead of the frozen suite, e.g. the original data;
+    /// with --suite probe, a probe.json or probe_pit.json instead of the generated pair.
+    #[arg(long)]
+    pub suite_file: Option<PathBuf>,
+    /// New tokens per sample; the protocol's 512 unless a smoke run asks for fewer.
+    #[arg(long, default_value_t = PROTOCOL_MAX_NEW_TOKENS)]
+    pub max_new_tokens: usize,
+    /// Sequences decoded together (default: the engine's).
+    #[arg(long)]
+    pub max_batch: Option<usize>,
+    /// A model panel other than the built-in one.
+    #[arg(long)]
+    pub panel: Option<PathBuf>,
+    /// Print the summary only (no progress bar).
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub served: super::served::ServedArgs,
+}
+
+/// Settings refused before anything is loaded.
+fn check_settings(args: &RunArgs) -> Result<()> {
+    if args.max_new_tokens == 0 {
+        bail!("--max-new-tokens must be at least 1");
+    }
+    if args.seeds.is_empty() {
+        bail!("--seeds needs at least one seed");
+    }
+    for (i, seed) in args.seeds.iter().enumerate() {
+        if let Some(j) = args.seeds[..i].iter().position(|s| s == seed) {
+            bail!(
+                "--seeds: seed {seed} is given twice (positions {} and {}); each seed once",
+                j + 1,
+                i + 1
+            );
+        }
+    }
+    if args.limit == Some(0) {
+        bail!("--limit 0 keeps nothing: give at least 1, or leave --limit out for the whole suite");
+    }
+    if let Some(run) = &args.run {
+        let bad = run.is_empty() || run == "." || run == ".." || run.contains(['/', '\\']);
+        if bad || runner_core::fsutil::component(run) != *run {
+            bail!(
+                "--run {run:?}: a run name is one folder name of letters, digits, '.', '-' and '_' \
+                 (not empty, '.' or '..'), e.g. --run creg-v1.0-try2"
+            );
+        }
+    }
+    if args.out.exists() && !args.out.is_dir() {
+        bail!(
+            "--out {}: is a file, not a folder; give a folder for the runs",
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+fn workload(args: &RunArgs) -> Result<CregWorkload> {
+    check_settings(args)?;
+    let (suite, sha) = creg::workload::load_suite(args.suite_file.as_deref())?;
+    let spec = PlanSpec {
+        conditions: parse_conditions(&args.condition)?,
+        tasks: parse_tasks(&args.tasks)?,
+        seeds: args.seeds.clone(),
+        limit_per_regime: args.limit,
+        shard: args.shard,
+    };
+    Ok(CregWorkload::new(
+        suite,
+        sha,
+        spec,
+        args.max_new_tokens,
+        Sampling::PROTOCOL,
+    )?)
+}
+
+/// The Probe workload of `runner --suite probe`.
+fn probe_workload(args: &RunArgs) -> Result<ProbeWorkload> {
+    check_settings(args)?;
+    if args.condition != ["principal"] || args.tasks != ["all"] {
+        bail!("--condition and --tasks apply to the CREG suite; a Probe run asks every question of its items");
+    }
+    let set = match &args.suite_file {
+        Some(p) => ProbeSet::from_file(p)?,
+        None => ProbeSet::generated(),
+    };
+    let plan = ProbePlan {
+        seeds: args.seeds.clone(),
+        limit_per_domain: args.limit,
+        shard: args.shard,
+    };
+    Ok(ProbeWorkload::new(
+        set,
+        plan,
+        args.max_new_tokens,
+        Sampling::PROTOCOL,
+    )?)
+}
+
+/// Runs or resumes one run and prints its summary; returns the run folder.
+pub fn run(args: RunArgs) -> Result<PathBuf> {
+    let Some(model_name) = args.model.clone() else {
+        bail!("--model is required: a panel model (see `runner models`), a baseline such as oracle, or a model folder; `runner smoke` runs a CPU smoke test");
+    };
+    let workload: Box<dyn Workload> = match args.suite {
+        Suite::Creg => Box::new(workload(&args)?),
+        Suite::Probe => Box::new(probe_workload(&args)?),
+    };
+    let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
+    let panel = super::engine::panel(args.panel.as_deref())?;
+    let served = super::served::load(&model_name, &args.served, workload.as_ref(), &panel)?;
+    let (loaded, traffic) = match served {
+        Some((loaded, traffic)) => (loaded, Some(traffic)),
+        None => (
+            model::load(
+                &model_name,
+                workload.as_ref(),
+                &ModelOptions {
+                    device,
+                    max_batch: args.max_batch,
+                    panel: &panel,
+                },
+            )
+            .with_context(|| format!("loading {model_name}"))?,
+            None,
+        ),
+    };
+    if let Some(w) = &loaded.warning {
+        eprintln!("warning: {w}");
+    }
+    let run_name = args.run.clone().unwrap_or_else(|| match args.shard {
+        Some(s) => format!("{}.shard-{}-of-{}", workload.name(), s.index, s.count),
+        None => workload.name().to_string(),
+    });
+    let dir = folder::run_dir(&args.out, &loaded.label, &run_name, args.fresh);
+    let manifest = manifest::manifest(
+        workload.as_ref(),
+        &loaded.identity,
+        &loaded.context,
+        &std::env::args().collect::<Vec<_>>().join(" "),
+    );
+    let mut backend = loaded.backend;
+    let mut bar = Bar::new(workload.headline(), args.quiet);
+    bar.traffic = traffic.clone();
+    if !args.quiet {
+        print_start(&dir, workload.as_ref(), Some(&backend.describe()));
+    }
+    let outcome = execute(
+        backend.as_mut(),
+        workload.as_ref(),
+        &manifest,
+        &dir,
+        &loaded.label,
+        &mut bar,
+    );
+    bar.bar.finish_and_clear();
+    if let Some(t) = &traffic {
+        super::served::after_run(t);
+    }
+    print_outcome(&outcome?, &dir);
+    Ok(dir)
+}
+
+/// A finished run's summary and where its reports are.
+pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
+    print!("{}", outcome.summary);
+    println!(
+        "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s; reports in {}",
+        outcome.running.done,
+        outcome.running.generated,
+        outcome.recovered,
+        outcome.seconds,
+        dir.display()
+    );
+    // The same words and figures as the run's summary.md (for this invocation alone).
+    if let Some(u) = outcome.batch.as_ref().and_then(|b| b.describe()) {
+        println!("Batch utilization ({UTILIZATION_MEANING}): {u}");
+    }
+}
+
+/// The line a run starts with: its folder and size, and what answers it.
+pub(super) fn print_start(dir: &Path, workload: &dyn Workload, backend: Option<&str>) {
+    eprintln!(
+        "run {}: {} requests, {} samples{}",
+        dir.display(),
+        workload.jobs().len(),
+        workload
+            .jobs()
+            .iter()
+            .map(|j| j.request.seeds.len())
+            .sum::<usize>(),
+        backend.map(|b| format!(", {b}")).unwrap_or_default()
+    );
+}
+
+pub fn run_command(args: RunArgs) -> Result<ExitCode> {
+    run(args).map(|_| ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct ScoreArgs {
+    /// Run folders (each with manifest.json and journal.jsonl).
+    dirs: Vec<PathBuf>,
+    /// Where the combined report of several runs goes (default outputs/combined).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The suite file the runs used, when it is not the frozen CREG suite or the
+    /// generated Probe set.
+    #[arg(long)]
+    suite_file: Option<PathBuf>,
+    /// Time parsing+scoring and aggregation of 55,200 belief samples, and the answer
+    /// extractor on degenerate outputs, instead.
+    #[arg(long)]
+    bench: bool,
+    /// When several runs hold the same (model, request, seed), keep the first run's
+    /// sample instead of refusing to pool them.
+    #[arg(long)]
+    keep_first: bool,
+    /// Sizes in bytes of the degenerate outputs of --bench (default 1 MiB).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize << 20])]
+    bench_bytes: Vec<usize>,
+}
+
+/// `runner score RUN_DIR...`: rescores journals with the streaming scorer's code.
+pub fn score(args: ScoreArgs) -> Result<ExitCode> {
+    if args.bench {
+        return super::score::bench(&args.bench_bytes);
+    }
+    let job = Rescore {
+        dirs: &args.dirs,
+        suite_file: args.suite_file.as_deref(),
+        keep_first: args.keep_first,
+        combined_out: args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("outputs").join("combined")),
+        suites: &runner::SUITES,
+    };
+    rescore::rescore(&job, &mut |event| match event {
+        Event::Rescored {
+            dir,
+            samples,
+            summary,
+        } => {
+            if let Some(s) = summary {
+                print!("{s}");
+            }
+            eprintln!(
+                "{}: {samples} samples rescored; reports rewritten",
+                dir.display()
+            );
+        }
+        Event::LeftOut {
+            dir,
+            samples,
+            holder,
+        } => eprintln!(
+            "{}: {samples} samples already held by {} left out (--keep-first)",
+            dir.display(),
+            holder.display()
+        ),
+        Event::Combined { out, summary } => {
+            print!("{summary}");
+            eprintln!("combined reports in {}", out.display());
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Shard run folders of one run.
+    dirs: Vec<PathBuf>,
+    /// The merged run's folder.
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long)]
+    suite_file: Option<PathBuf>,
+}
+
+/// `runner merge RUN_DIR... --out DIR`: shard journals into one run, then its reports.
+pub fn merge(args: MergeArgs) -> Result<ExitCode> {
+    if args.dirs.is_empty() {
+        bail!("give the shard run folders to merge");
+    }
+    let n = journal::merge(&args.dirs, &args.out)?;
+    let m = journal::read_manifest(&args.out)?
+        .with_context(|| format!("{}: the merge wrote no manifest", args.out.display()))?;
+    let w = rescore::workload_of(&runner::SUITES, &args.out, &m, args.suite_file.as_deref())?;
+    let planned: usize = w.jobs().iter().map(|j| j.request.seeds.len()).sum();
+    eprintln!(
+        "{n} samples from {} shard runs merged into {}",
+        args.dirs.len(),
+        args.out.display()
+    );
+    if n < planned {
+        eprintln!(
+            "warning: the plan has {planned} samples; {} are missing (a shard is unfinished or not given)",
+            planned - n
+        );
+    }
+    score(ScoreArgs {
+        dirs: vec![args.out],
+        out: None,
+        suite_file: args.suite_file,
+        keep_first: false,
+        bench: false,
+        bench_bytes: Vec::new(),
+    })
+}

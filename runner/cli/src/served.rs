@@ -1,0 +1,145 @@
+//! `runner --endpoint URL --model NAME`: the run's model behind an OpenAI-compatible
+//! server, and what its progress bar and summary add.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use runner_core::run::model::Loaded;
+use runner_core::run::Workload;
+use runner_engine::candle::load::hub::Panel;
+use runner_engine::served::client::{RetryPolicy, Traffic};
+use runner_engine::served::prompt::LocalPrompts;
+use runner_engine::served::{ServedBackend, ServedOptions, DEFAULT_CONCURRENCY};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ServedArgs {
+    /// An OpenAI-compatible server's API root (e.g. http://host:8000/v1); --model is then
+    /// the served model's name. A models.toml entry's `endpoint` does the same.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The environment variable holding the server's API key (the key is never written).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Render prompts with this panel model's (or folder's) chat template and tokenizer
+    /// and send them to the completions endpoint; without it the chat endpoint and the
+    /// server's template are used.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
+    /// Declare that the server's answers do not depend on its batching (e.g. vLLM with
+    /// VLLM_BATCH_INVARIANT=1); recorded in the manifest and the report.
+    #[arg(long)]
+    pub server_deterministic: bool,
+    /// Seconds one request may take.
+    #[arg(long, default_value_t = 600)]
+    pub request_timeout: u64,
+    /// Seconds to keep retrying an unreachable or failing server before the run stops.
+    #[arg(long, default_value_t = 300)]
+    pub retry_for: u64,
+}
+
+/// The served model of a run, when `--endpoint` or the panel entry names a server.
+pub fn load(
+    model: &str,
+    args: &ServedArgs,
+    workload: &dyn Workload,
+    panel: &Panel,
+) -> Result<Option<(Loaded, Arc<Traffic>)>> {
+    let entry = panel.models.get(model);
+    let (endpoint, served_name, tokenizer) = match (&args.endpoint, entry) {
+        (Some(e), _) => (e.clone(), model.to_string(), args.tokenizer.clone()),
+        (None, Some(entry)) if entry.endpoint.is_some() => (
+            entry.endpoint.clone().unwrap_or_default(),
+            entry.repo.clone(),
+            Some(args.tokenizer.clone().unwrap_or_else(|| model.to_string())),
+        ),
+        _ => {
+            if args.tokenizer.is_some() || args.api_key_env.is_some() {
+                bail!("--tokenizer and --api-key-env apply to served models: give --endpoint");
+            }
+            return Ok(None);
+        }
+    };
+    if args.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    let api_key = match &args.api_key_env {
+        Some(var) => Some(std::env::var(var).with_context(|| {
+            format!("--api-key-env {var}: the environment variable is not set")
+        })?),
+        None => None,
+    };
+    let prompts = tokenizer
+        .as_deref()
+        .map(|t| LocalPrompts::load(t, panel))
+        .transpose()
+        .context("loading the tokenizer for completions mode")?;
+    let backend = ServedBackend::connect(ServedOptions {
+        endpoint: endpoint.clone(),
+        model: served_name.clone(),
+        api_key,
+        prompts,
+        concurrency: args.concurrency,
+        server_deterministic: args.server_deterministic,
+        policy: RetryPolicy {
+            request_timeout: Duration::from_secs(args.request_timeout.max(1)),
+            give_up_after: Duration::from_secs(args.retry_for),
+            ..RetryPolicy::default()
+        },
+    })
+    .with_context(|| format!("connecting to {endpoint}"))?;
+    // A panel name labels the run as the panel does; a served name may be a path or
+    // an org/name pair.
+    let label = if entry.is_some() {
+        model.to_string()
+    } else {
+        runner_core::fsutil::component(served_name.rsplit('/').next().unwrap_or(&served_name))
+    };
+    let first = workload.jobs().first().map(|j| &j.request);
+    let identity = backend.identity(
+        &label,
+        first.map_or(runner_engine::Sampling::PROTOCOL, |r| r.sampling),
+        first.map_or(0, |r| r.max_new_tokens),
+    );
+    let traffic = backend.traffic();
+    let warning = (!args.server_deterministic).then(|| {
+        "the server is not declared deterministic (--server-deterministic): samples may depend \
+         on its batching, so a resumed or repeated run may not reproduce them"
+            .to_string()
+    });
+    Ok(Some((
+        Loaded {
+            context: backend.context(),
+            backend: Box::new(backend),
+            label,
+            identity,
+            warning,
+        },
+        traffic,
+    )))
+}
+
+/// The progress bar's addition: requests in flight and retries.
+pub fn bar_note(traffic: &Traffic) -> String {
+    format!(
+        " | in flight {} | retries {}",
+        traffic.in_flight.load(Ordering::Relaxed),
+        traffic.retries.load(Ordering::Relaxed)
+    )
+}
+
+/// Said after the run when the server's prompts were not the runner's token for token.
+pub fn after_run(traffic: &Traffic) {
+    let n = traffic.prompt_token_mismatches.load(Ordering::Relaxed);
+    if n > 0 {
+        eprintln!(
+            "warning: for {n} samples the server counted the prompt in other tokens than the \
+             runner's tokenizer: its tokenizer differs, so those prompts were not token for \
+             token the embedded engine's"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! The samples behind a report, as the HTML's sample browser shows them: what
+//! identifies each (model, condition, task, regime, seed, category), its output, the
+//! parsed answer, the reference and its scores. Prompts and references are shared by
+//! many samples (every seed of a request, every condition of a step) and are stored
+//! once, keyed. Both parts travel gzip-compressed in the page and are inflated by the
+//! browser after the first paint.
+
+use crate::journal::SampleRecord;
+use base64::Engine as _;
+use runner_engine::finish::FinishReason;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+
+/// One sample as the browser lists it (short keys: there are tens of thousands).
+#[derive(Clone, Debug, Serialize)]
+pub struct BrowserSample {
+    #[serde(rename = "m")]
+    pub model: String,
+    #[serde(rename = "c")]
+    pub condition: String,
+    #[serde(rename = "t")]
+    pub task: String,
+    #[serde(rename = "st")]
+    pub step: usize,
+    #[serde(rename = "sd")]
+    pub seed: u64,
+    #[serde(rename = "sc")]
+    pub scenario: String,
+    /// The regime (CREG) or another grouping; empty where there is none.
+    #[serde(rename = "g")]
+    pub group: String,
+    #[serde(rename = "cat")]
+    pub category: String,
+    /// Further filters of this workload (a Probe item's hop, domain, ...), in display order.
+    #[serde(rename = "f", skip_serializing_if = "Facets::is_empty")]
+    pub facets: Facets,
+    /// Why the sample failed its contract, where it did.
+    #[serde(rename = "why", skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Per-sample metric values (booleans as 0/1).
+    #[serde(rename = "x")]
+    pub metrics: BTreeMap<String, f64>,
+    /// The request id: the key of its prompt.
+    #[serde(rename = "id")]
+    pub request_id: String,
+    /// The output, its finish reason and the parsed answer travel in the details block.
+    #[serde(skip)]
+    pub text: String,
+    #[serde(skip)]
+    pub finish: String,
+    #[serde(skip)]
+    pub parsed: Value,
+    /// The key of its reference, if any.
+    #[serde(rename = "r", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// (name, value) pairs, serialized as one object in their order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Facets(pub Vec<(String, String)>);
+
+impl Facets {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Facets {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Browser {
+    pub samples: Vec<BrowserSample>,
+    /// Request id -> prompt text.
+    pub prompts: BTreeMap<String, String>,
+    /// Reference key -> the reference's fields.
+    pub references: BTreeMap<String, Value>,
+    /// What the group column is called ("regime" for CREG).
+    pub group_name: String,
+}
+
+/// The data blocks of the page, gzip-compressed and base64-encoded: the index the
+/// browser lists and filters (inflated after the first paint), and what a sample's
+/// detail shows (inflated when the first sample is opened).
+pub struct Encoded {
+    pub samples: String,
+    pub details: String,
+    pub shared: String,
+}
+
+/// A sample's listing row: its index fields and the start of its output.
+#[derive(Serialize)]
+struct IndexRow<'a> {
+    #[serde(flatten)]
+    sample: &'a BrowserSample,
+    #[serde(rename = "o")]
+    excerpt: String,
+}
+
+/// Characters of the output shown in the listing.
+const EXCERPT: usize = 48;
+
+fn gzip_base64(v: &impl Serialize) -> std::io::Result<String> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    serde_json::to_writer(&mut gz, v).map_err(std::io::Error::other)?;
+    gz.flush()?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(gz.finish()?))
+}
+
+impl Browser {
+    pub fn encode(&self) -> std::io::Result<Encoded> {
+        let index: Vec<IndexRow> = self
+            .samples
+            .iter()
+            .map(|s| IndexRow {
+                sample: s,
+                excerpt: s.text.chars().take(EXCERPT).collect(),
+            })
+            .collect();
+        let details: Vec<(&str, &str, &Value)> = self
+            .samples
+            .iter()
+            .map(|s| (s.text.as_str(), s.finish.as_str(), &s.parsed))
+            .collect();
+        Ok(Encoded {
+            samples: gzip_base64(&index)?,
+            details: gzip_base64(&details)?,
+            shared: gzip_base64(&json!({
+                "prompts": self.prompts,
+                "references": self.references,
+            }))?,
+        })
+    }
+
+    /// Adds a journaled sample of a generic workload (the Probe diagnostic): its
+    /// scores object gives the metrics (numbers and booleans) and the category
+    /// (`outcome` or `category`).
+    pub fn push_generic(&mut self, model: &str, r: &SampleRecord) {
+        let mut metrics = BTreeMap::new();
+        let mut category = String::new();
+        if let Value::Object(o) = &r.scores {
+            for (k, v) in o {
+                match v {
+                    Value::Number(n) => {
+                        if let Some(f) = n.as_f64() {
+                            metrics.insert(k.clone(), f);
+                        }
+                    }
+                    Value::Bool(b) => {
+                        metrics.insert(k.clone(), f64::from(u8::from(*b)));
+                    }
+                    Value::String(s) if k == "outcome" || k == "category" => category = s.clone(),
+                    _ => {}
+                }
+            }
+        }
+        self.samples.push(BrowserSample {
+            model: model.to_string(),
+            condition: r.condition.clone(),
+            task: r.task.clone(),
+            step: r.step,
+            seed: r.seed,
+            scenario: r.scenario.clone(),
+            group: String::new(),
+            category,
+            facets: Facets::default(),
+            why: None,
+            metrics,
+            request_id: r.request_id.clone(),
+            text: r.text.clone(),
+            finish: finish_name(r.finish_reason),
+            parsed: r.scores.clone(),
+            reference: None,
+        });
+    }
+}
+
+pub fn finish_name(f: FinishReason) -> String {
+    serde_json::to_value(f)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| format!("{f:?}").to_lowercase())
+}
+
+impl Browser {
+    /// Adds the prompts, given as (request id, text), that some sample answers.
+    pub fn add_prompts(&mut self, prompts: impl IntoIterator<Item = (String, String)>) {
+        let wanted: std::collections::HashSet<&str> =
+            self.samples.iter().map(|x| x.request_id.as_str()).collect();
+        for (id, text) in prompts {
+            if wanted.contains(id.as_str()) {
+                self.prompts.insert(id, text);
+            }
+        }
+    }
+}

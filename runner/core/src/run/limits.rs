@@ -1,0 +1,62 @@
+//! Limits checked before any work: a plan that asks nothing, and new tokens that cannot
+//! fit the model's context beside the longest prompt (refused before the KV cache is
+//! allocated, which for a huge `--max-new-tokens` would abort the process).
+
+use crate::run::RunError;
+use runner_engine::candle::Engine;
+use runner_engine::Prompt;
+use std::path::Path;
+
+/// How many of the longest prompts (by bytes) are tokenized to find the longest in
+/// tokens: tokenizing every prompt of a full plan would cost seconds on each resume,
+/// and token counts follow byte lengths closely within one template.
+const LONGEST_TRIED: usize = 16;
+
+/// `max_position_embeddings` from a model's config.json, where it says.
+pub fn context_length(config: &Path) -> Result<Option<usize>, RunError> {
+    let text = std::fs::read_to_string(config)
+        .map_err(|e| RunError::Setup(format!("{}: cannot read: {e}", config.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| RunError::Setup(format!("{}: not JSON: {e}", config.display())))?;
+    Ok(value
+        .get("max_position_embeddings")
+        .or_else(|| value.pointer("/text_config/max_position_embeddings"))
+        .and_then(serde_json::Value::as_u64)
+        .map(|n| n as usize))
+}
+
+fn bytes(p: &Prompt) -> usize {
+    match p {
+        Prompt::Chat(messages) => messages.iter().map(|m| m.content.len()).sum(),
+        Prompt::Raw(s) => s.len(),
+    }
+}
+
+/// Refuses `max_new_tokens` that do not fit the model's context after the longest of
+/// `prompts` (rendered with the model's chat template).
+pub fn check_context(
+    engine: &Engine,
+    config: &Path,
+    prompts: &[&Prompt],
+    max_new_tokens: usize,
+) -> Result<(), RunError> {
+    let Some(context) = context_length(config)? else {
+        return Ok(());
+    };
+    let mut by_size: Vec<&&Prompt> = prompts.iter().collect();
+    by_size.sort_by_key(|p| std::cmp::Reverse(bytes(p)));
+    let mut longest = 0;
+    for p in by_size.into_iter().take(LONGEST_TRIED) {
+        longest = longest.max(engine.encode(p).map_err(RunError::from)?.len());
+    }
+    if longest.saturating_add(max_new_tokens) > context {
+        return Err(RunError::Setup(format!(
+            "--max-new-tokens {max_new_tokens} does not fit the model's context: the longest \
+             prompt takes {longest} tokens and the model has {context} positions \
+             (max_position_embeddings in {}); give at most {}",
+            config.display(),
+            context.saturating_sub(longest)
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! What `--model` names: a baseline system of the workload, a model of the pinned panel
+//! (from the Hugging Face cache), or a local folder in the Hugging Face layout; and what
+//! the run manifest records about it.
+
+use crate::run::{RunError, Workload};
+use runner_engine::candle::load::hub::{self, Panel};
+use runner_engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
+use runner_engine::digest::sha256_hex;
+use runner_engine::Backend;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A backend ready to run, with its manifest entries.
+pub struct Loaded {
+    pub backend: Box<dyn Backend>,
+    /// The name of the model's folder under `--out` and in reports.
+    pub label: String,
+    /// What defines the model's answers (part of the run's identity).
+    pub identity: Value,
+    /// Where it runs (may differ between sessions of one run).
+    pub context: Value,
+    /// A warning to show once (the CPU fallback).
+    pub warning: Option<String>,
+}
+
+pub struct ModelOptions<'a> {
+    pub device: DeviceChoice,
+    /// Sequences decoded together; the engine's default when `None`.
+    pub max_batch: Option<usize>,
+    pub panel: &'a Panel,
+}
+
+/// Resolves `model` for `workload`.
+pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result<Loaded, RunError> {
+    if let Some(backend) = workload.baseline(model) {
+        return Ok(Loaded {
+            label: model.to_string(),
+            identity: json!({"kind": "baseline", "name": model}),
+            context: json!({"backend": backend.describe()}),
+            backend,
+            warning: None,
+        });
+    }
+    let Some(hub::Resolved {
+        files,
+        label,
+        entry,
+    }) = hub::resolve(model, opts.panel)?
+    else {
+        let panel: Vec<&str> = opts.panel.models.keys().map(String::as_str).collect();
+        return Err(RunError::Setup(format!(
+            "--model {model:?} is not a panel model ({}), a baseline ({}) or a model folder",
+            panel.join(", "),
+            workload.baselines().join(", ")
+        )));
+    };
+    let (device, warning) = select_device(opts.device)?;
+    let device_name = runner_engine::candle::runtime::device::name(&device);
+    let mut engine = Engine::load(&files, device, &label)?;
+    let prompts: Vec<&runner_engine::Prompt> =
+        workload.jobs().iter().map(|j| &j.request.prompt).collect();
+    let max_new_tokens = workload
+        .jobs()
+        .iter()
+        .map(|j| j.request.max_new_tokens)
+        .max();
+    crate::run::limits::check_context(
+        &engine,
+        &files.config,
+        &prompts,
+        max_new_tokens.unwrap_or(0),
+    )?;
+    if let Some(rows) = opts.max_batch {
+        let limits = BatchLimits {
+            max_rows: rows.max(1),
+            ..engine.limits()
+        };
+        engine = engine.with_limits(limits);
+    }
+    let identity = json!({
+        "kind": "candle",
+        "name": label,
+        "repo": entry.map(|e| &e.repo),
+        "revision": files.revision,
+        "tokenizer_repo": entry.map(|e| &e.tokenizer_repo),
+        "tokenizer_revision": entry.map(|e| &e.tokenizer_revision),
+        "weights_sha256": files.weight_digests()?,
+        "tokenizer_sha256": file_sha256(&files.tokenizer)?,
+        "chat_template_sha256": sha256_hex(engine.template().source().as_bytes()),
+        "dtype": format!("{:?}", engine.dtype()).to_lowercase(),
+        // Batch composition may change the numbers of a row on some devices, so a run
+        // resumed with another batch bound is another run.
+        "max_batch": opts.max_batch,
+    });
+    Ok(Loaded {
+        label,
+        identity,
+        context: json!({"device": device_name, "backend": engine.describe()}),
+        backend: Box::new(engine),
+        warning,
+    })
+}
+
+fn file_sha256(path: &Path) -> Result<String, RunError> {
+    std::fs::read(path)
+        .map(|b| sha256_hex(&b))
+        .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))
+}

@@ -1,0 +1,169 @@
+//! `runner score`: journaled runs rescored with the streaming scorer's code, each alone
+//! and, when there are several, pooled into one combined report.
+
+use crate::journal::{self, Manifest, SampleRecord};
+use crate::run::{RunError, Workload};
+use crate::suite::Registry;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Which runs to rescore and where a combined report goes.
+#[derive(Clone)]
+pub struct Rescore<'a> {
+    pub dirs: &'a [PathBuf],
+    /// The suite file the runs were planned with, when it is not the embedded one.
+    pub suite_file: Option<&'a Path>,
+    /// Pool runs that hold the same (model, request, seed), keeping the first run's.
+    pub keep_first: bool,
+    /// Where the combined report of several runs goes.
+    pub combined_out: PathBuf,
+    /// The suites a run may be of.
+    pub suites: &'a Registry,
+}
+
+/// What happened, as it happens: rescoring many runs takes a while.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A run's reports were rewritten; its summary comes when it is the only run.
+    Rescored {
+        dir: PathBuf,
+        samples: usize,
+        summary: Option<String>,
+    },
+    /// Samples of `dir` left out of the pool because `holder` holds them already.
+    LeftOut {
+        dir: PathBuf,
+        samples: usize,
+        holder: PathBuf,
+    },
+    /// The pooled runs' reports.
+    Combined { out: PathBuf, summary: String },
+}
+
+/// The workload a journaled run was planned with, rebuilt from its manifest.
+pub fn workload_of(
+    suites: &Registry,
+    dir: &Path,
+    m: &Manifest,
+    suite_file: Option<&Path>,
+) -> Result<Box<dyn Workload>, RunError> {
+    suites.rebuild(&m.identity, suite_file).map_err(|e| {
+        RunError::Setup(format!(
+            "{}: {e}",
+            dir.join(journal::MANIFEST_FILE).display()
+        ))
+    })
+}
+
+fn label_of(m: &Manifest, dir: &Path) -> String {
+    m.identity
+        .pointer("/model/name")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+/// Rescores every run, then pools them when there are several. Runs of different
+/// suites, or runs that would count a sample twice (unless `keep_first`), are refused.
+pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), RunError> {
+    if job.dirs.is_empty() {
+        return Err(RunError::Setup(
+            "give one or more run folders (outputs/<model>/<run>), or --bench".into(),
+        ));
+    }
+    let mut runs: Vec<(String, Vec<SampleRecord>)> = Vec::new();
+    let mut manifests = Vec::new();
+    let mut workload = None;
+    let mut family = None;
+    // Which run first holds each (model, request, seed): pooled runs must not count a
+    // sample twice.
+    let mut holder: HashMap<(String, String, u64), usize> = HashMap::new();
+    for (k, dir) in job.dirs.iter().enumerate() {
+        let reading = journal::read_run(dir)?;
+        let m = reading.manifest.clone();
+        let w = workload_of(job.suites, dir, &m, job.suite_file)?;
+        // CREG and Probe runs do not mix (each run's suite is checked against the same file).
+        let this = m.identity.pointer("/suite/family").cloned();
+        if family.get_or_insert_with(|| this.clone()) != &this {
+            return Err(RunError::Setup(format!(
+                "{}: a {} run cannot be scored together with the runs before it",
+                dir.display(),
+                w.name()
+            )));
+        }
+        let label = label_of(&m, dir);
+        let title = format!("{}: {label}", w.name());
+        let one = [(label.clone(), reading.records)];
+        let summary = w.report(&one, dir, &title)?;
+        on_event(Event::Rescored {
+            dir: dir.clone(),
+            samples: one[0].1.len(),
+            summary: (job.dirs.len() == 1).then_some(summary),
+        });
+        let [(l, mut r)] = one;
+        let mut source =
+            json!({"label": l, "dir": dir, "identity": m.identity, "context": m.context});
+        // Each run's batch figures travel with its manifest into the combined report.
+        match journal::batches::read(dir) {
+            Ok(i) if i.is_empty() => {}
+            Ok(i) => source["invocations"] = json!(i),
+            Err(e) => source["invocations_error"] = json!(e.to_string()),
+        }
+        manifests.push(source);
+        let mut overlap = Vec::new();
+        r.retain(|rec| {
+            let key = (l.clone(), rec.request_id.clone(), rec.seed);
+            match holder.get(&key) {
+                Some(&first) if first != k => {
+                    overlap.push((first, rec.request_id.clone(), rec.seed));
+                    false
+                }
+                _ => {
+                    holder.insert(key, k);
+                    true
+                }
+            }
+        });
+        if let Some((first, request, seed)) = overlap.first() {
+            if !job.keep_first {
+                return Err(RunError::Setup(format!(
+                    "{} and {} both hold {} samples of model {l} (e.g. request {request} seed \
+                     {seed}): pooled, they would count twice. Score them apart, merge shards \
+                     with `runner merge`, or pass --keep-first to keep the first run's samples",
+                    job.dirs[*first].display(),
+                    dir.display(),
+                    overlap.len()
+                )));
+            }
+            on_event(Event::LeftOut {
+                dir: dir.clone(),
+                samples: overlap.len(),
+                holder: job.dirs[*first].clone(),
+            });
+        }
+        runs.push((l, r));
+        workload = Some(w);
+    }
+    let Some(w) = workload.filter(|_| runs.len() > 1) else {
+        return Ok(());
+    };
+    let out = &job.combined_out;
+    // The combined report's provenance: the manifests of the runs it combines.
+    let sources = out.join(crate::report::provenance::RUNS_FILE);
+    let text = serde_json::to_string_pretty(&manifests).unwrap_or_default();
+    std::fs::create_dir_all(out)
+        .and_then(|_| crate::fsutil::write_atomic(&sources, text.as_bytes()))
+        .map_err(|source| RunError::Report {
+            path: sources.clone(),
+            source,
+        })?;
+    let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
+    let title = format!("{}: combined runs ({})", w.name(), labels.join(", "));
+    let summary = w.report(&runs, out, &title)?;
+    on_event(Event::Combined {
+        out: out.clone(),
+        summary,
+    });
+    Ok(())
+}

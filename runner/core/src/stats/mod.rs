@@ -1,0 +1,3 @@
+//! Statistics every suite's report shares.
+
+pub mod bootstrap;

@@ -1,0 +1,290 @@
+//! `report.html`: one self-contained page (inline CSS, JavaScript and SVG; nothing from
+//! the network) with provenance, the tables, the plots and a browser over every sample.
+//! The tables are plain HTML, painted before any script runs; the sample data follows
+//! them compressed, and the script inflates it after the first paint.
+
+use crate::record::Regime;
+use crate::report::browser::STATED_BIN;
+use crate::report::summary::CONTRAST_METRICS;
+use crate::report::{
+    distinct_contrasts, escape, exploratory, models_conditions, plots, series_label, ReportInputs,
+    EXPLORATORY_NOTE, HEADLINE, REVISION,
+};
+use crate::score::aggregate::{Aggregate, Contrast};
+use runner_core::report::page::{samples_href, Page};
+use runner_core::report::Browser;
+use runner_core::stats::bootstrap::Estimate;
+use std::fmt::Write as _;
+
+/// The samples behind a contrast: both conditions' samples of its model and task.
+pub fn contrast_href(k: &Contrast) -> String {
+    samples_href(&[
+        ("model", &k.model),
+        ("task", k.task),
+        ("condition", &k.condition),
+        ("condition", &k.baseline_condition),
+    ])
+}
+
+/// A `mean [lo, hi]` cell linking to its samples; `key` marks it for checks.
+fn estimate_td(e: Option<&Estimate>, key: &str, href: &str) -> String {
+    match e {
+        None => "<td class=\"na\">–</td>".to_string(),
+        Some(e) => format!(
+            "<td data-cell=\"{}\"><a href=\"{}\">{:.3}</a> <small>[{:.3}, {:.3}]</small></td>",
+            escape(key),
+            escape(href),
+            e.mean,
+            e.lo,
+            e.hi
+        ),
+    }
+}
+
+fn series_th(m: &str, c: &str) -> String {
+    format!(
+        "<th scope=\"row\"><a href=\"{}\">{}</a></th>",
+        escape(&samples_href(&[("model", m), ("condition", c)])),
+        escape(&series_label(m, c))
+    )
+}
+
+/// Provenance as a definition list.
+fn provenance_html(inputs: &ReportInputs) -> String {
+    let mut s = String::from("<dl class=\"provenance\">");
+    for (k, v) in inputs.provenance.lines() {
+        let _ = write!(s, "<dt>{}</dt><dd>{}</dd>", escape(&k), escape(&v));
+    }
+    s.push_str("</dl>");
+    s
+}
+
+/// The CREG report page.
+pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String> {
+    let rows = models_conditions(a);
+    let mut page = Page::new(inputs.title);
+    let mut prov = provenance_html(inputs);
+    let _ = write!(
+        prov,
+        "<p>{} scored samples. Means with 95% bootstrap intervals clustered by scenario (seeds nested, {} resamples).</p>",
+        a.samples,
+        crate::score::aggregate::RESAMPLES
+    );
+    if rows.iter().any(|(m, c)| exploratory(m, c)) {
+        let _ = write!(prov, "<p class=\"note\">{}</p>", escape(EXPLORATORY_NOTE));
+    }
+    page.section("provenance", "Provenance", &prov);
+
+    // Headline and revision tables: rows are model / condition.
+    let table = |cols: &[(&str, &str, &str)]| {
+        let mut s = String::from("<table class=\"figures\"><thead><tr><th>model / condition</th>");
+        for (task, metric, label) in cols {
+            let _ = write!(s, "<th title=\"{task} {metric}\">{}</th>", escape(label));
+        }
+        s.push_str("</tr></thead><tbody>");
+        for (m, c) in &rows {
+            let _ = write!(s, "<tr>{}", series_th(m, c));
+            for (task, metric, _) in cols {
+                let key = format!("{m}|{c}|{task}|{metric}|");
+                let href = samples_href(&[("model", m), ("condition", c), ("task", task)]);
+                s.push_str(&estimate_td(a.pooled(m, c, task, metric), &key, &href));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table>");
+        s
+    };
+    page.section("headline", "Headline", &table(&HEADLINE));
+    let revision: Vec<(&str, &str, &str)> =
+        REVISION.iter().map(|(m, l)| ("belief", *m, *l)).collect();
+    page.section(
+        "revision",
+        "Belief revision and calibration",
+        &table(&revision),
+    );
+
+    // Per-regime tables for every headline metric.
+    let mut regimes = plots::regime_bars(a, "belief", "top_state_accuracy", "top-state accuracy");
+    for (task, metric, label) in HEADLINE {
+        let mut s = format!(
+            "<h3>{} <small>({task} {metric})</small></h3><table class=\"figures\"><thead><tr><th>regime</th>",
+            escape(label)
+        );
+        for (m, c) in &rows {
+            let _ = write!(s, "<th>{}</th>", escape(&series_label(m, c)));
+        }
+        s.push_str("</tr></thead><tbody>");
+        let mut any = false;
+        for regime in Regime::ALL {
+            let r = regime.to_string();
+            let _ = write!(
+                s,
+                "<tr><th scope=\"row\"><a href=\"{}\">{r}</a></th>",
+                escape(&samples_href(&[("regime", &r)]))
+            );
+            for (m, c) in &rows {
+                let e = a.find(m, c, task, metric, Some(regime));
+                any |= e.is_some();
+                let key = format!("{m}|{c}|{task}|{metric}|{r}");
+                let href = samples_href(&[
+                    ("model", m),
+                    ("condition", c),
+                    ("task", task),
+                    ("regime", &r),
+                ]);
+                s.push_str(&estimate_td(e, &key, &href));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table>");
+        if any {
+            regimes.push_str(&s);
+        }
+    }
+    page.section("regimes", "By regime", &regimes);
+
+    // Contrasts, each once: forest plots and a table.
+    let mut contrasts = String::from("<p class=\"note\">Each contrast once: a condition minus <code>full_graph</code>, and <code>full_graph</code> minus <code>graph_without_relations</code> (what relation content adds); paired by scenario.</p>");
+    for (metric, _) in CONTRAST_METRICS {
+        contrasts.push_str(&plots::forest_linked(a, "belief", metric));
+    }
+    contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th></tr></thead><tbody>");
+    for k in distinct_contrasts(a).into_iter().filter(|k| {
+        HEADLINE
+            .iter()
+            .any(|(t, m, _)| *t == k.task && *m == k.metric)
+    }) {
+        let d = &k.difference;
+        let _ = write!(
+            contrasts,
+            "<tr><td>{}</td><td><a href=\"{}\">{} − {}</a></td><td>{}</td><td>{}</td><td>{:+.3} <small>[{:+.3}, {:+.3}]</small></td></tr>",
+            escape(&k.model),
+            escape(&contrast_href(k)),
+            escape(&k.condition),
+            escape(&k.baseline_condition),
+            k.task,
+            k.metric,
+            d.mean,
+            d.lo,
+            d.hi
+        );
+    }
+    contrasts.push_str("</tbody></table>");
+    page.section("contrasts", "Condition contrasts", &contrasts);
+
+    {
+        let mut s = String::from("<p class=\"note\">The relation-association twins share their observations byte for byte and differ in relation content only: both final answers right, and how far apart the stated probabilities are beside the reference's own gap.</p><table class=\"figures\"><thead><tr><th>model / condition</th><th>pairs</th><th>both twins correct</th><th>stated gap |p_A − p_B|</th><th>reference gap</th></tr></thead><tbody>");
+        for t in &a.twins {
+            let href = samples_href(&[
+                ("model", &t.model),
+                ("condition", &t.condition),
+                ("regime", "relation_association"),
+            ]);
+            let _ = write!(
+                s,
+                "<tr>{}<td>{}</td>{}{}<td>{:.3}</td></tr>",
+                series_th(&t.model, &t.condition),
+                t.both_correct.clusters,
+                estimate_td(Some(&t.both_correct), "", &href),
+                estimate_td(Some(&t.stated_gap), "", &href),
+                t.reference_gap
+            );
+        }
+        s.push_str("</tbody></table>");
+        if a.twins.is_empty() {
+            s.push_str("<p>No complete twin pair among these samples (both twins of a pair are needed; a run under <code>--limit</code> may hold none).</p>");
+        }
+        page.section("twins", "Counterfactual twins", &s);
+    }
+
+    let mut rel = plots::reliability(a);
+    rel.push_str("<table class=\"figures\"><thead><tr><th>model / condition</th><th>stated p(anomalous) bin</th><th>samples</th><th>mean stated</th><th>mean reference</th></tr></thead><tbody>");
+    for b in &a.reliability {
+        let _ = write!(
+            rel,
+            "<tr><td>{}</td><td>{}</td><td data-bin=\"{}\"><a href=\"{}\">{}</a></td><td>{:.3}</td><td>{:.3}</td></tr>",
+            escape(&series_label(&b.model, &b.condition)),
+            escape(&b.label()),
+            escape(&b.label()),
+            escape(&samples_href(&[
+                ("model", &b.model),
+                ("condition", &b.condition),
+                ("task", "belief"),
+                (STATED_BIN, &b.label()),
+            ])),
+            b.count,
+            b.mean_stated,
+            b.mean_reference
+        );
+    }
+    rel.push_str("</tbody></table>");
+    page.section("reliability", "Reliability", &rel);
+
+    page.section(
+        "contract",
+        "Output contract",
+        &contract_html(a, inputs.browser),
+    );
+    page.finish(inputs.browser)
+}
+
+/// Category counts per model / condition / task, then the failure reasons with example
+/// samples.
+fn contract_html(a: &Aggregate, browser: Option<&Browser>) -> String {
+    let mut s = String::from("<table class=\"figures\"><thead><tr><th>model / condition / task</th><th>valid</th><th>repaired</th><th>invalid</th><th>truncated</th></tr></thead><tbody>");
+    for (key, counts) in &a.categories {
+        let parts: Vec<&str> = key.split(" / ").collect();
+        let _ = write!(s, "<tr><th scope=\"row\">{}</th>", escape(key));
+        for cat in ["valid", "repaired", "invalid", "truncated"] {
+            let n = counts.get(cat).copied().unwrap_or(0);
+            let href = match parts.as_slice() {
+                [m, c, t] => samples_href(&[
+                    ("model", m),
+                    ("condition", c),
+                    ("task", t),
+                    ("category", cat),
+                ]),
+                _ => samples_href(&[("category", cat)]),
+            };
+            let _ = write!(s, "<td><a href=\"{}\">{n}</a></td>", escape(&href));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    let Some(b) = browser else {
+        return s;
+    };
+    // Failure reasons, most frequent first, each with up to three example samples.
+    let mut reasons: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, x) in b.samples.iter().enumerate() {
+        if let Some(why) = &x.why {
+            reasons.entry(why).or_default().push(i);
+        }
+    }
+    let mut reasons: Vec<(&str, Vec<usize>)> = reasons.into_iter().collect();
+    reasons.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    if reasons.is_empty() {
+        s.push_str("<p>No contract failures.</p>");
+        return s;
+    }
+    s.push_str("<h3>Contract failures by reason</h3><table class=\"figures\"><thead><tr><th>reason</th><th>samples</th><th>examples</th></tr></thead><tbody>");
+    for (why, idx) in reasons.iter().take(40) {
+        let _ = write!(s, "<tr><td>{}</td><td>{}</td><td>", escape(why), idx.len());
+        for &i in idx.iter().take(3) {
+            let x = &b.samples[i];
+            let excerpt: String = x.text.chars().take(80).collect();
+            let _ = write!(
+                s,
+                "<div><a href=\"#sample={i}\">{} / {} / {} seed {}</a> <code>{}</code></div>",
+                escape(&x.model),
+                escape(&x.condition),
+                escape(&x.scenario),
+                x.seed,
+                escape(&excerpt)
+            );
+        }
+        s.push_str("</td></tr>");
+    }
+    s.push_str("</tbody></table>");
+    s
+}

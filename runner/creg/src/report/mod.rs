@@ -1,0 +1,144 @@
+//! Reports under a run's folder: `scores.json` (every figure), `summary.md` (tables to
+//! paste, with provenance), `tables.tex` (booktabs tables for a paper), `scores.csv`
+//! (long format), SVG plots with axes (reliability diagram, per-regime bars with
+//! intervals, a forest plot of the condition contrasts) and `report.html`: one
+//! self-contained page with all of it and a browser over every sample.
+
+pub mod browser;
+pub mod html;
+pub mod plots;
+pub mod summary;
+pub mod tables;
+
+pub use runner_core::report::{escape, write_atomic, Provenance};
+pub use runner_core::report::{Browser, BrowserSample};
+pub use summary::summary;
+pub use tables::{csv, tex};
+
+use crate::score::aggregate::{Aggregate, Contrast};
+use runner_core::stats::bootstrap::Estimate;
+use std::path::{Path, PathBuf};
+
+/// The headline columns: (task, metric, label).
+pub const HEADLINE: [(&str, &str, &str); 11] = [
+    ("belief", "top_state_accuracy", "top state"),
+    ("belief", "abs_error", "abs error"),
+    ("belief", "brier", "Brier"),
+    ("belief", "supporting_f1", "support F1"),
+    ("belief", "leakage", "leakage"),
+    ("belief", "contradiction_detection", "contra. det."),
+    ("action", "exact_match", "action exact"),
+    ("action", "admissible", "admissible"),
+    ("action", "unsafe", "unsafe"),
+    ("explanation", "grounded", "grounded expl."),
+    ("belief", "contract_failure", "contract fail"),
+];
+
+/// Belief-revision and calibration columns (belief task): (metric, label).
+pub const REVISION: [(&str, &str); 5] = [
+    ("direction_accuracy", "direction"),
+    ("justified_revision", "justified revision"),
+    ("unnecessary_update", "unnecessary update"),
+    ("all_prefixes_correct", "all prefixes correct"),
+    ("log_loss", "log loss"),
+];
+
+/// The note that marks exploratory results, as the CREG description does: the Gemma
+/// runs outside canonical JSON were not preregistered.
+pub const EXPLORATORY_NOTE: &str =
+    "† exploratory: Gemma outside canonical JSON was not preregistered; the conclusions do not rest on it.";
+
+/// Whether the CREG description counts a (model, condition) as exploratory.
+pub fn exploratory(model: &str, condition: &str) -> bool {
+    model.to_ascii_lowercase().contains("gemma") && condition != "canonical_json"
+}
+
+/// `model / condition`, with the exploratory mark where it applies.
+pub fn series_label(model: &str, condition: &str) -> String {
+    let mark = if exploratory(model, condition) {
+        " †"
+    } else {
+        ""
+    };
+    format!("{model} / {condition}{mark}")
+}
+
+/// `mean [lo, hi]` to three decimals, or a dash.
+pub fn cell(e: Option<&Estimate>) -> String {
+    e.map_or_else(
+        || "–".to_string(),
+        |e| format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi),
+    )
+}
+
+/// Every (model, condition) with an estimate, sorted.
+pub fn models_conditions(a: &Aggregate) -> Vec<(String, String)> {
+    let set: std::collections::BTreeSet<(String, String)> = a
+        .estimates
+        .iter()
+        .map(|e| (e.cell.model.clone(), e.cell.condition.clone()))
+        .collect();
+    set.into_iter().collect()
+}
+
+/// The contrasts, each once: the aggregate computes every condition against
+/// `full_graph` and also `full_graph` against `graph_without_relations`, so that pair
+/// would appear twice with the sign flipped. The relation-content direction
+/// (`full_graph − graph_without_relations`) is the one kept.
+pub fn distinct_contrasts(a: &Aggregate) -> Vec<&Contrast> {
+    a.contrasts
+        .iter()
+        .filter(|k| {
+            !(k.baseline_condition == "full_graph"
+                && a.contrasts.iter().any(|o| {
+                    o.model == k.model
+                        && o.task == k.task
+                        && o.metric == k.metric
+                        && o.condition == k.baseline_condition
+                        && o.baseline_condition == k.condition
+                }))
+        })
+        .collect()
+}
+
+/// What a report is of besides its figures.
+pub struct ReportInputs<'a> {
+    pub title: &'a str,
+    pub provenance: &'a Provenance,
+    /// The samples behind the figures, for the HTML's sample browser.
+    pub browser: Option<&'a Browser>,
+}
+
+/// Writes every report into `dir` and returns the paths written.
+pub fn write_reports(
+    dir: &Path,
+    a: &Aggregate,
+    inputs: &ReportInputs,
+) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let title = inputs.title;
+    let files = [
+        (
+            "scores.json",
+            serde_json::to_string_pretty(a).map_err(std::io::Error::other)?,
+        ),
+        ("summary.md", summary(a, title, inputs.provenance)),
+        ("tables.tex", tex(a, title)),
+        ("scores.csv", csv(a)),
+        ("reliability.svg", plots::reliability(a)),
+        (
+            "regimes.svg",
+            plots::regime_bars(a, "belief", "top_state_accuracy", "top-state accuracy"),
+        ),
+        (
+            "contrasts.svg",
+            plots::forest(a, "belief", "top_state_accuracy"),
+        ),
+        ("report.html", html::creg_page(a, inputs)?),
+    ];
+    let mut written = Vec::new();
+    for (name, body) in files {
+        written.push(write_atomic(dir, name, body.as_bytes())?);
+    }
+    Ok(written)
+}

@@ -1,0 +1,181 @@
+//! `summary.md`: the tables to paste, with the provenance they need.
+
+use crate::record::Regime;
+use crate::report::{
+    cell, distinct_contrasts, exploratory, models_conditions, series_label, Provenance,
+    EXPLORATORY_NOTE, HEADLINE, REVISION,
+};
+use crate::score::aggregate::{Aggregate, RESAMPLES};
+use std::fmt::Write as _;
+
+/// Metrics whose contrasts the summary lists (all are in `scores.json`).
+pub const CONTRAST_METRICS: [(&str, &str); 3] = [
+    ("top_state_accuracy", "top-state accuracy"),
+    ("abs_error", "abs error"),
+    ("brier", "Brier"),
+];
+
+/// The markdown summary.
+pub fn summary(a: &Aggregate, title: &str, provenance: &Provenance) -> String {
+    let mut out = String::new();
+    let rows = models_conditions(a);
+    let _ = writeln!(out, "# {title}\n");
+    for (field, value) in provenance.lines() {
+        let _ = writeln!(out, "- {field}: {value}");
+    }
+    let _ = writeln!(
+        out,
+        "\n{} scored samples. Means with 95% bootstrap intervals clustered by scenario (seeds nested within scenario, {RESAMPLES} resamples).",
+        a.samples
+    );
+    if rows.iter().any(|(m, c)| exploratory(m, c)) {
+        let _ = writeln!(out, "\n{EXPLORATORY_NOTE}");
+    }
+    let _ = writeln!(out, "\n## Headline\n");
+    let mut header = String::from("| model / condition |");
+    for (_, _, label) in HEADLINE {
+        let _ = write!(header, " {label} |");
+    }
+    let _ = writeln!(out, "{header}\n|---|{}", "---|".repeat(HEADLINE.len()));
+    for (m, c) in &rows {
+        let _ = write!(out, "| {} |", series_label(m, c));
+        for (task, metric, _) in HEADLINE {
+            let _ = write!(out, " {} |", cell(a.pooled(m, c, task, metric)));
+        }
+        out.push('\n');
+    }
+
+    let _ = writeln!(out, "\n## Belief revision and calibration\n");
+    let _ = write!(out, "| model / condition |");
+    for (_, label) in REVISION {
+        let _ = write!(out, " {label} |");
+    }
+    let _ = writeln!(out, "\n|---|{}", "---|".repeat(REVISION.len()));
+    for (m, c) in &rows {
+        let _ = write!(out, "| {} |", series_label(m, c));
+        for (metric, _) in REVISION {
+            let _ = write!(out, " {} |", cell(a.pooled(m, c, "belief", metric)));
+        }
+        out.push('\n');
+    }
+
+    let _ = writeln!(out, "\n## By regime\n");
+    for (task, metric, label) in HEADLINE {
+        let present = rows.iter().any(|(m, c)| {
+            Regime::ALL
+                .iter()
+                .any(|r| a.find(m, c, task, metric, Some(*r)).is_some())
+        });
+        if !present {
+            continue;
+        }
+        let _ = writeln!(out, "### {label} ({task} `{metric}`)\n");
+        let _ = write!(out, "| regime |");
+        for (m, c) in &rows {
+            let _ = write!(out, " {} |", series_label(m, c));
+        }
+        let _ = writeln!(out, "\n|---|{}", "---|".repeat(rows.len()));
+        for regime in Regime::ALL {
+            let _ = write!(out, "| {regime} |");
+            for (m, c) in &rows {
+                let _ = write!(out, " {} |", cell(a.find(m, c, task, metric, Some(regime))));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+
+    let shown: Vec<_> = distinct_contrasts(a)
+        .into_iter()
+        .filter(|k| k.task == "belief" && CONTRAST_METRICS.iter().any(|(m, _)| *m == k.metric))
+        .collect();
+    if !shown.is_empty() {
+        let _ = writeln!(out, "## Paired condition contrasts (belief)\n");
+        let _ = writeln!(
+            out,
+            "Each contrast once: a condition minus `full_graph`, and `full_graph` minus `graph_without_relations` (what relation content adds). Paired by scenario.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| model | contrast | metric | difference |\n|---|---|---|---|"
+        );
+        for k in shown {
+            let mark = if exploratory(&k.model, &k.condition)
+                || exploratory(&k.model, &k.baseline_condition)
+            {
+                " †"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} − {}{mark} | {} | {} |",
+                k.model,
+                k.condition,
+                k.baseline_condition,
+                k.metric,
+                cell(Some(&k.difference))
+            );
+        }
+    }
+
+    if !a.twins.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Counterfactual twins (relation-association pairs)\n"
+        );
+        let _ = writeln!(
+            out,
+            "| model / condition | pairs | both twins correct | stated gap (abs. p_A − p_B) | reference gap |\n|---|---|---|---|---|"
+        );
+        for t in &a.twins {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {:.3} |",
+                series_label(&t.model, &t.condition),
+                t.both_correct.clusters,
+                cell(Some(&t.both_correct)),
+                cell(Some(&t.stated_gap)),
+                t.reference_gap
+            );
+        }
+    }
+
+    if !a.reliability.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Reliability (belief samples with a usable answer)\n"
+        );
+        let _ = writeln!(
+            out,
+            "| model / condition | stated p(anomalous) bin | samples | mean stated | mean reference |\n|---|---|---|---|---|"
+        );
+        for b in &a.reliability {
+            let _ = writeln!(
+                out,
+                "| {} | [{:.1}, {:.1}) | {} | {:.3} | {:.3} |",
+                series_label(&b.model, &b.condition),
+                b.lo,
+                b.hi,
+                b.count,
+                b.mean_stated,
+                b.mean_reference
+            );
+        }
+    }
+
+    let _ = writeln!(out, "\n## Output contract categories\n");
+    let _ = writeln!(out, "| model / condition / task | valid | repaired | invalid | truncated |\n|---|---|---|---|---|");
+    for (key, counts) in &a.categories {
+        let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "| {key} | {} | {} | {} | {} |",
+            n("valid"),
+            n("repaired"),
+            n("invalid"),
+            n("truncated")
+        );
+    }
+    out
+}

@@ -1,0 +1,194 @@
+use crate::candle::layers::*;
+use crate::candle::runtime::kv_cache::StepLayout;
+
+fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+    (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
+}
+
+#[test]
+fn the_fused_split_and_rotation_matches_candles_copies_and_rope() -> Result<()> {
+    let dev = Device::Cpu;
+    let (hidden, heads, kv, d) = (24, 4, 2, 8);
+    for bias in [true, false] {
+        let mut weights = std::collections::HashMap::new();
+        for (name, out) in [
+            ("q_proj", heads * d),
+            ("k_proj", kv * d),
+            ("v_proj", kv * d),
+        ] {
+            let w = Tensor::randn(0f32, 1.0, (out, hidden), &dev)?;
+            weights.insert(format!("{name}.weight"), w);
+            let b = Tensor::randn(0f32, 1.0, out, &dev)?;
+            weights.insert(format!("{name}.bias"), b);
+        }
+        let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, &dev);
+        let names = QkvNames::Separate(["q_proj", "k_proj", "v_proj"]);
+        let qkv = QkvProjection::load(&vb, &names, hidden, (heads, kv, d), bias)?;
+        // Large enough for the parallel path, and a single decode step.
+        for (past, new, pad) in [(3, 700, vec![0, 4]), (40, 1, vec![0, 4])] {
+            let layout = StepLayout { past, new, pad };
+            let rope = Rope::new(d, 10_000.0, |f| f, &dev)?;
+            let (cos, sin) = rope.tables(&layout, DType::F32)?;
+            let x = Tensor::randn(0f32, 1.0, (2, new, hidden), &dev)?;
+            let (q, k, v) = qkv.forward_rotated(&x, &cos, &sin)?;
+            let (q0, k0, v0) = qkv.forward(&x)?;
+            let want = [
+                apply_rope(&q0, &cos, &sin)?,
+                apply_rope(&k0, &cos, &sin)?,
+                v0,
+            ];
+            for (got, want) in [q, k, v].iter().zip(&want) {
+                assert_eq!(got.dims(), want.dims());
+                let diff = max_diff(got, want)?;
+                assert!(diff < 1e-5, "bias {bias} new {new}: {diff}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_decode_steps_q_k_v_from_weight_views_are_the_stacked_products_parts_uncopied() -> Result<()> {
+    let dev = Device::Cpu;
+    let (hidden, heads, kv, d, rows) = (24, 4, 2, 8, 5);
+    let weight = Tensor::randn(0f32, 1.0, ((heads + 2 * kv) * d, hidden), &dev)?;
+    let vb = candle_nn::VarBuilder::from_tensors(
+        [("qkv.weight".to_string(), weight)].into(),
+        DType::F32,
+        &dev,
+    );
+    let qkv = QkvProjection::load(&vb, &QkvNames::Fused("qkv"), hidden, (heads, kv, d), false)?;
+    let x = Tensor::randn(0f32, 1.0, (rows, 1, hidden), &dev)?;
+    // On the CPU `forward` splits the stacked product.
+    let (q0, k0, v0) = qkv.forward(&x)?;
+    let (q, k, v) = qkv.forward_parts(&x)?;
+    for (name, got, want, h) in [
+        ("q", &q, &q0, heads),
+        ("k", &k, &k0, kv),
+        ("v", &v, &v0, kv),
+    ] {
+        assert_eq!(got.dims(), &[rows, h, 1, d], "{name}");
+        let diff = max_diff(got, want)?;
+        assert!(diff < 1e-5, "{name}: {diff}");
+        // Contiguous as produced: the rope and cache writes need no copy of it.
+        assert!(got.is_contiguous(), "{name} needs a copy");
+    }
+    // And candle's rope reads the parts' layout (strides of a one-token transpose)
+    // as it reads a copy's.
+    let layout = StepLayout {
+        past: 40,
+        new: 1,
+        pad: vec![0; rows],
+    };
+    let (cos, sin) = Rope::new(d, 10_000.0, |f| f, &dev)?.tables(&layout, DType::F32)?;
+    for (got, want) in [(&q, &q0), (&k, &k0)] {
+        let diff = max_diff(
+            &apply_rope(got, &cos, &sin)?,
+            &apply_rope(want, &cos, &sin)?,
+        )?;
+        assert!(diff < 1e-5, "rotated: {diff}");
+    }
+    // Where the stacked product's parts do need one.
+    let stacked = qkv
+        .qkv
+        .forward(&x)?
+        .reshape((rows, 1, heads + 2 * kv, d))?
+        .transpose(1, 2)?;
+    assert!(!stacked.narrow(1, heads, kv)?.is_contiguous());
+    Ok(())
+}
+
+#[test]
+fn the_gated_mlp_from_weight_views_is_the_stacked_products() -> Result<()> {
+    let dev = Device::Cpu;
+    let (hidden, inner) = (24, 19);
+    for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+        let mlp = GatedMlp {
+            gate_up: Linear::new(Tensor::randn(0f32, 1.0, (2 * inner, hidden), &dev)?, None),
+            down: Linear::new(Tensor::randn(0f32, 1.0, (hidden, inner), &dev)?, None),
+            inner,
+            act,
+        };
+        for new in [1, 6] {
+            let x = Tensor::randn(0f32, 1.0, (3, new, hidden), &dev)?;
+            let stacked = gated_ops(&row_matmul::linear(&mlp.gate_up, &x)?, inner, act)?;
+            let parts = mlp.gated_parts(&x)?;
+            assert_eq!(parts.dims(), &[3, new, inner]);
+            // Products of up to a few hundred: compared relative to the largest.
+            let scale = stacked.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            let diff = max_diff(&parts, &stacked)? / scale;
+            assert!(diff < 1e-6, "{act:?} new {new}: {diff}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_vectorised_rms_norm_matches_candles() -> Result<()> {
+    let x = Tensor::randn(0f32, 2.0, (3, 700, 48), &Device::Cpu)?;
+    let w = Tensor::randn(1f32, 0.3, 48, &Device::Cpu)?;
+    let diff = max_diff(
+        &rms_norm(&x, &w, 1e-6)?,
+        &candle_nn::ops::rms_norm(&x, &w, 1e-6)?,
+    )?;
+    assert!(diff < 1e-5, "{diff}");
+    Ok(())
+}
+
+#[test]
+fn the_fused_gated_activation_matches_candles_ops() -> Result<()> {
+    let x = Tensor::randn(0f32, 3.0, (2, 5, 2 * 19), &Device::Cpu)?;
+    for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+        let fused = gated(&x, 19, act)?;
+        let ops = gated_ops(&x, 19, act)?;
+        assert_eq!(fused.dims(), &[2, 5, 19]);
+        let diff = max_diff(&fused, &ops)?;
+        assert!(diff < 1e-5, "{act:?}: {diff}");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_device_built_mask_is_the_host_mask_bit_for_bit() -> Result<()> {
+    // Decode and prefill steps, left padding longer than a step, a padding query in
+    // the step, and sliding windows narrower and wider than the span.
+    let cases = [
+        (7, 1, vec![0, 3, 7], None),
+        (7, 1, vec![0, 3, 7], Some(4)),
+        (0, 9, vec![0, 3, 8], None),
+        (0, 9, vec![0, 3, 8], Some(2)),
+        (5, 4, vec![6, 1], Some(20)),
+    ];
+    for (past, new, pad, window) in cases {
+        let layout = StepLayout { past, new, pad };
+        let got: Vec<f32> = dense_mask(&layout, window, &Device::Cpu)?
+            .flatten_all()?
+            .to_vec1()?;
+        let want = layout.mask(window);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{layout:?} window {window:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
+    let dev = Device::Cpu;
+    let (rows, heads, kv, new, d) = (2, 4, 2, 9, 8);
+    let q = Tensor::randn(0f32, 1.0, (rows, heads, new, d), &dev)?;
+    let k = Tensor::randn(0f32, 1.0, (rows, kv, new, d), &dev)?;
+    let v = Tensor::randn(0f32, 1.0, (rows, kv, new, d), &dev)?;
+    let layout = StepLayout {
+        past: 0,
+        new,
+        pad: vec![0, 3],
+    };
+    let mask = dense_mask(&layout, None, &dev)?;
+    let whole = attention_block(&q, &k, &v, &mask, 0.3)?;
+    // A budget of two query rows per chunk: five chunks, the last one short.
+    let chunked = chunked_attention(&q, &k, &v, &mask, 0.3, 2 * rows * heads * new)?;
+    assert_eq!(chunked.dims(), whole.dims());
+    let diff = max_diff(&chunked, &whole)?;
+    assert!(diff < 1e-6, "{diff}");
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! A model's own Jinja chat template, rendered the way transformers renders it.
+//!
+//! transformers compiles templates with `trim_blocks` and `lstrip_blocks`, passes
+//! `messages`, `tools=None`, `documents=None`, `add_generation_prompt` and the special
+//! tokens, and offers `raise_exception`. Python string methods (`.strip()`, `.title()`,
+//! ...) come from minijinja-contrib's pycompat layer.
+
+use crate::{EngineError, Message, Role};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{context, Environment, Error, ErrorKind};
+use serde::Deserialize;
+use std::path::Path;
+
+/// The embedded templates of the panel's models, used by the fixture models so that
+/// they render prompts exactly like the real ones.
+pub mod known {
+    pub const QWEN2_5: &str = include_str!("templates/qwen2_5.jinja");
+    pub const LLAMA3_1: &str = include_str!("templates/llama3_1.jinja");
+    pub const GEMMA3: &str = include_str!("templates/gemma3.jinja");
+    pub const PHI3_5: &str = include_str!("templates/phi3_5.jinja");
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatTemplate {
+    source: String,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+}
+
+/// The fields of tokenizer_config.json that matter here. Special tokens appear either as
+/// plain strings or as added-token objects with a `content` field.
+#[derive(Deserialize)]
+struct TokenizerConfig {
+    chat_template: Option<TemplateField>,
+    bos_token: Option<TokenField>,
+    eos_token: Option<TokenField>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TemplateField {
+    One(String),
+    Named(Vec<NamedTemplate>),
+}
+
+#[derive(Deserialize)]
+struct NamedTemplate {
+    name: String,
+    template: String,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TokenField {
+    Text(String),
+    Added { content: String },
+}
+
+impl TokenField {
+    fn into_text(self) -> String {
+        match self {
+            TokenField::Text(s) | TokenField::Added { content: s } => s,
+        }
+    }
+}
+
+impl ChatTemplate {
+    pub fn new(
+        source: impl Into<String>,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+    ) -> Self {
+        ChatTemplate {
+            source: source.into(),
+            bos_token,
+            eos_token,
+        }
+    }
+
+    /// Reads the template from tokenizer_config.json, or from a chat_template.jinja
+    /// beside it (where newer checkpoints keep it).
+    pub fn from_tokenizer_config(path: &Path) -> Result<Self, EngineError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let config: TokenizerConfig =
+            serde_json::from_str(&text).map_err(|e| EngineError::BadFile {
+                what: "tokenizer config",
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        let source = match config.chat_template {
+            Some(TemplateField::One(s)) => s,
+            Some(TemplateField::Named(list)) => list
+                .into_iter()
+                .find(|t| t.name == "default")
+                .map(|t| t.template)
+                .ok_or_else(|| {
+                    EngineError::Template(format!(
+                        "{} has no default chat template",
+                        path.display()
+                    ))
+                })?,
+            None => {
+                let beside = path.with_file_name("chat_template.jinja");
+                std::fs::read_to_string(&beside).map_err(|_| {
+                    EngineError::Template(format!("{} has no chat template", path.display()))
+                })?
+            }
+        };
+        Ok(ChatTemplate {
+            source,
+            bos_token: config.bos_token.map(TokenField::into_text),
+            eos_token: config.eos_token.map(TokenField::into_text),
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The prompt text for `messages`, ending with the assistant's turn header.
+    pub fn render(&self, messages: &[Message]) -> Result<String, EngineError> {
+        let mut env = Environment::new();
+        let syntax = SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(template_error)?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, Error> {
+                Err(Error::new(ErrorKind::InvalidOperation, message))
+            },
+        );
+        let template = env
+            .template_from_str(&self.source)
+            .map_err(template_error)?;
+        let messages: Vec<_> = messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                context! { role => role, content => m.content.clone() }
+            })
+            .collect();
+        template
+            .render(context! {
+                messages => messages,
+                tools => (),
+                documents => (),
+                add_generation_prompt => true,
+                bos_token => self.bos_token.clone(),
+                eos_token => self.eos_token.clone(),
+            })
+            .map_err(template_error)
+    }
+}
+
+fn template_error(e: Error) -> EngineError {
+    EngineError::Template(format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(system: Option<&str>, user: &str) -> Vec<Message> {
+        let mut v = Vec::new();
+        if let Some(s) = system {
+            v.push(Message {
+                role: Role::System,
+                content: s.into(),
+            });
+        }
+        v.push(Message {
+            role: Role::User,
+            content: user.into(),
+        });
+        v
+    }
+
+    #[test]
+    fn raise_exception_surfaces_as_an_error() {
+        let t = ChatTemplate::new(known::GEMMA3, Some("<bos>".into()), None);
+        let bad = vec![Message {
+            role: Role::Assistant,
+            content: "hi".into(),
+        }];
+        let err = t.render(&bad).unwrap_err().to_string();
+        assert!(err.contains("alternate"), "{err}");
+    }
+
+    #[test]
+    fn user_content_is_trimmed_by_llama_but_not_by_qwen() {
+        let llama = ChatTemplate::new(known::LLAMA3_1, Some("<|begin_of_text|>".into()), None);
+        let qwen = ChatTemplate::new(known::QWEN2_5, None, None);
+        assert!(llama
+            .render(&msgs(None, "  hi  "))
+            .unwrap()
+            .contains("\n\nhi<|eot_id|>"));
+        assert!(qwen
+            .render(&msgs(None, "  hi  "))
+            .unwrap()
+            .contains("\n  hi  <|im_end|>"));
+    }
+}

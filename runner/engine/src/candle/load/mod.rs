@@ -1,0 +1,133 @@
+//! Loading a model folder: the architecture's row in the registry parses config.json and
+//! builds the model; eos ids come from both config files, the tokenizer and chat
+//! template from theirs.
+
+pub mod chat_template;
+pub mod hub;
+
+use crate::candle::load::chat_template::ChatTemplate;
+use crate::candle::load::hub::ModelFiles;
+use crate::candle::models as registry;
+use crate::candle::runtime::device::{default_dtype, default_row_cap, kv_budget};
+use crate::candle::{BatchLimits, Engine};
+use crate::EngineError;
+use candle_core::Device;
+use serde::Deserialize;
+use std::path::Path;
+use tokenizers::Tokenizer;
+
+#[derive(Deserialize)]
+struct ArchProbe {
+    model_type: Option<String>,
+    #[serde(default)]
+    eos_token_id: Option<TokenIds>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TokenIds {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl TokenIds {
+    fn ids(self) -> Vec<u32> {
+        match self {
+            TokenIds::One(i) => vec![i],
+            TokenIds::Many(v) => v,
+        }
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+) -> Result<T, EngineError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| EngineError::BadFile {
+        what,
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+impl Engine {
+    pub fn load(files: &ModelFiles, device: Device, label: &str) -> Result<Engine, EngineError> {
+        let dtype = default_dtype(&device);
+        let probe: ArchProbe = read_json(&files.config, "model config")?;
+        let mut eos = probe.eos_token_id.map(TokenIds::ids).unwrap_or_default();
+        if let Some(g) = &files.generation_config {
+            let gen: ArchProbe = read_json(g, "generation config")?;
+            eos.extend(gen.eos_token_id.map(TokenIds::ids).unwrap_or_default());
+        }
+        eos.sort_unstable();
+        eos.dedup();
+        if eos.is_empty() {
+            return Err(EngineError::Model(format!(
+                "{} declares no eos_token_id",
+                files.config.display()
+            )));
+        }
+        // Safety: the weight files are memory-mapped read-only; the engine never writes
+        // them, and a file changed underneath a running process is outside its contract.
+        let vb = unsafe {
+            candle_nn::VarBuilder::from_mmaped_safetensors(&files.weights, dtype, &device)?
+        };
+        let model_type = probe.model_type.as_deref().unwrap_or_default();
+        let Some(arch) = registry::by_model_type(model_type) else {
+            let known: Vec<&str> = registry::ARCHITECTURES
+                .iter()
+                .flat_map(|a| a.model_types.iter().copied())
+                .collect();
+            return Err(EngineError::Model(format!(
+                "architecture {:?} in {} is not supported (model_type: {})",
+                probe.model_type,
+                files.config.display(),
+                known.join(", ")
+            )));
+        };
+        let text = std::fs::read_to_string(&files.config).map_err(|source| EngineError::Io {
+            path: files.config.clone(),
+            source,
+        })?;
+        let config = (arch.parse)(&text).map_err(|message| EngineError::BadFile {
+            what: "model config",
+            path: files.config.clone(),
+            message,
+        })?;
+        let kv_elems = config.kv_values_per_token();
+        let model = config.load(vb, &arch.tensors)?;
+        let tokenizer = Tokenizer::from_file(&files.tokenizer)
+            .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
+        let limits = BatchLimits {
+            max_rows: default_row_cap(&device),
+            kv_budget_bytes: kv_budget(&device),
+            ..BatchLimits::default()
+        };
+        Ok(Engine {
+            model,
+            kv_bytes_per_token: kv_elems * dtype.size_in_bytes(),
+            simulated_oom_above: None,
+            block_reads: false,
+            logit_trace: None,
+            tokenizer,
+            template,
+            eos,
+            label: format!(
+                "{label} on {} ({dtype:?})",
+                if device.is_cpu() { "cpu" } else { "cuda" }
+            ),
+            refill: crate::candle::Refill::default(),
+            device,
+            dtype,
+            limits,
+            scheduler: crate::candle::Scheduler::default(),
+            batch_stats: Default::default(),
+            phase_times: Default::default(),
+        })
+    }
+}

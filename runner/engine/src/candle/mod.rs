@@ -1,0 +1,235 @@
+//! The candle engine: model files per architecture, an engine-owned batched KV cache,
+//! a scheduler that prefills each prompt once and forks it per seed, and the sampler.
+
+pub mod bench;
+pub mod choice;
+mod cpu;
+#[cfg(any(test, feature = "fixture"))]
+pub mod fixture;
+mod layers;
+pub mod load;
+pub mod models;
+pub mod runtime;
+
+use crate::{BatchStats, EngineError, Prompt};
+pub use bench::{BenchBreakdown, BenchTimes};
+use candle_core::{DType, Device, Tensor};
+use choice::{sampler, step};
+use load::chat_template::ChatTemplate;
+pub use runtime::device::{default_dtype, select_device, DeviceChoice};
+use runtime::kv_cache::KvCache;
+pub use runtime::phases::PhaseTimes;
+pub use runtime::scheduler::{BatchLimits, LogitTrace, Refill, Scheduler, ROW_CAP};
+use runtime::{device, phases};
+use tokenizers::Tokenizer;
+
+/// A decoder-only model that runs one step over a batch with an external cache.
+pub trait CausalLm: Send + Sync {
+    fn layers(&self) -> usize;
+
+    /// Feeds `tokens` (rows, new) after what `cache` holds, appends their keys and
+    /// values, and returns the logits of each row's last new token (rows, vocab) in f32.
+    fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> candle_core::Result<Tensor>;
+}
+
+/// A row whose next token a step chooses: its request and seed, its random stream, and
+/// the tokens it has generated so far (the position of the draw).
+struct RowDraw<'a> {
+    request: &'a crate::Request,
+    seed: u64,
+    key: &'a sampler::StreamKey,
+    generated: usize,
+}
+
+/// A loaded model with its tokenizer and chat template, ready to decode.
+pub struct Engine {
+    model: Box<dyn CausalLm>,
+    /// Keys and values of one token in every layer.
+    kv_bytes_per_token: usize,
+    /// Test hook: fail like a GPU out of memory when a group has more rows than this.
+    simulated_oom_above: Option<usize>,
+    /// Test hook: a digest of every row's logits at every step (see [`LogitTrace`]).
+    logit_trace: Option<LogitTrace>,
+    /// Test hook: choose tokens as for logits on a device, from block reads.
+    block_reads: bool,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    eos: Vec<u32>,
+    device: Device,
+    dtype: DType,
+    limits: BatchLimits,
+    scheduler: Scheduler,
+    refill: Refill,
+    /// Running totals of the decode batch's fill, for [`crate::Backend::batch_stats`].
+    batch_stats: BatchStats,
+    /// Running totals of where decoding's wall time went, for `runner bench`.
+    phase_times: PhaseTimes,
+    label: String,
+}
+
+impl Engine {
+    pub fn with_limits(mut self, limits: BatchLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
+    /// Continuous batching is the engine's scheduler; static groups remain only as the
+    /// benchmark's baseline.
+    pub fn with_scheduler(mut self, scheduler: Scheduler) -> Self {
+        self.scheduler = scheduler;
+        self
+    }
+
+    pub fn scheduler(&self) -> Scheduler {
+        self.scheduler
+    }
+
+    /// How finished rows' places are refilled (in place by default). On the CPU both
+    /// ways give the same tokens and logit bits (rows are batch-invariant).
+    pub fn with_refill(mut self, refill: Refill) -> Self {
+        self.refill = refill;
+        self
+    }
+
+    pub fn refill(&self) -> Refill {
+        self.refill
+    }
+
+    /// Rows of `tokens_per_row` tokens (prompt and new) decoded together at most: as
+    /// many as the KV budget holds, within the row limit (`--max-batch` when given).
+    pub fn row_limit(&self, tokens_per_row: usize) -> usize {
+        device::row_limit(
+            self.limits.kv_budget_bytes,
+            self.kv_bytes_per_token,
+            tokens_per_row,
+        )
+        .min(self.limits.max_rows)
+    }
+
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.kv_bytes_per_token
+    }
+
+    /// Test hook: every group of more than `rows` rows fails after its first decode
+    /// step as a GPU out of memory does, so that the shrink-and-retry path runs on
+    /// the CPU.
+    #[doc(hidden)]
+    pub fn simulate_out_of_memory_above(mut self, rows: usize) -> Self {
+        self.simulated_oom_above = Some(rows);
+        self
+    }
+
+    /// Test hook: tokens are chosen as they are when the logits are on a device, from
+    /// the blocks of logits that can hold them ([`step::Reads::Blocks`]), on any device.
+    #[doc(hidden)]
+    pub fn read_logits_in_blocks(mut self) -> Self {
+        self.block_reads = true;
+        self
+    }
+
+    /// The next token of each of a step's `rows` from its row of `logits` (see
+    /// [`step::choose_tokens`]); both schedulers trace, time and count it here.
+    fn choose_tokens(
+        &self,
+        logits: &Tensor,
+        rows: &[RowDraw],
+        batch: &mut BatchStats,
+        times: &mut PhaseTimes,
+    ) -> Result<Vec<u32>, EngineError> {
+        if let Some(trace) = &self.logit_trace {
+            let all: Vec<Vec<f32>> = logits.to_vec2()?;
+            for (row, l) in rows.iter().zip(&all) {
+                trace.record(&row.request.id, row.seed, row.generated, l);
+            }
+        }
+        let draws: Vec<(crate::Sampling, f64)> = rows
+            .iter()
+            .map(|row| (row.request.sampling, row.key.uniform(row.generated)))
+            .collect();
+        let reads = match self.block_reads {
+            true => step::Reads::Blocks,
+            false => step::Reads::Auto,
+        };
+        let mut choice = step::ChoiceStats::default();
+        let next = phases::timed(&mut times.choose_s, || {
+            step::choose_tokens(logits, &draws, reads, &mut choice)
+        })?;
+        batch.logits_read_bytes += choice.transfer_bytes;
+        Ok(next)
+    }
+
+    /// Test hook: these tokens end a sequence too (an end token made likely gives the
+    /// early stops that tests of batching need).
+    #[doc(hidden)]
+    pub fn declare_eos(mut self, ids: &[u32]) -> Self {
+        self.eos.extend_from_slice(ids);
+        self.eos.sort_unstable();
+        self.eos.dedup();
+        self
+    }
+
+    /// Test hook: records a digest of the bits of every row's logits at every decode
+    /// step, read back with [`Engine::logit_digests`].
+    #[doc(hidden)]
+    pub fn trace_logits(mut self) -> Self {
+        self.logit_trace = Some(LogitTrace::default());
+        self
+    }
+
+    /// Per (request, seed): one digest of the logits bits for each token chosen.
+    #[doc(hidden)]
+    pub fn logit_digests(&self) -> std::collections::HashMap<(String, u64), Vec<u64>> {
+        self.logit_trace
+            .as_ref()
+            .map(LogitTrace::snapshot)
+            .unwrap_or_default()
+    }
+
+    /// Token ids the tokenizer knows, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.tokenizer.get_vocab_size(true)
+    }
+
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// The token ids of a prompt. Rendered chat text already carries the special
+    /// tokens the model expects (BOS included), so none are added here.
+    pub fn encode(&self, prompt: &Prompt) -> Result<Vec<u32>, EngineError> {
+        let text = match prompt {
+            Prompt::Chat(messages) => self.template.render(messages)?,
+            Prompt::Raw(text) => text.clone(),
+        };
+        let enc = self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String, EngineError> {
+        self.tokenizer
+            .decode(ids, true)
+            .map_err(|e| EngineError::Tokenizer(e.to_string()))
+    }
+
+    /// Logits of the last prompt token for each prompt, prefilled together with left
+    /// padding; used by parity and batch-invariance tests.
+    pub fn prompt_logits(&self, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (logits, _) = self.prefill(prompts)?;
+        Ok(logits.to_vec2()?)
+    }
+}

@@ -1,0 +1,226 @@
+use crate::candle::runtime::kv_cache::*;
+use candle_core::Device;
+
+#[test]
+fn padded_queries_always_see_one_slot_and_real_queries_never_see_padding() {
+    let layout = StepLayout {
+        past: 0,
+        new: 4,
+        pad: vec![0, 2],
+    };
+    let m = layout.mask(None);
+    let row = |b: usize, i: usize| &m[(b * 4 + i) * 4..][..4];
+    for b in 0..2 {
+        for i in 0..4 {
+            assert!(row(b, i).contains(&0.0), "row {b} query {i}");
+        }
+    }
+    assert_eq!(
+        row(1, 2),
+        &[f32::NEG_INFINITY, f32::NEG_INFINITY, 0.0, f32::NEG_INFINITY]
+    );
+    assert_eq!(row(1, 3), &[f32::NEG_INFINITY, f32::NEG_INFINITY, 0.0, 0.0]);
+    assert_eq!(layout.positions(), vec![0, 1, 2, 3, 0, 0, 0, 1]);
+}
+
+#[test]
+fn sliding_window_keeps_the_last_positions_only() {
+    let layout = StepLayout {
+        past: 5,
+        new: 1,
+        pad: vec![1],
+    };
+    assert_eq!(
+        layout.mask(Some(2)),
+        vec![
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            0.0
+        ]
+    );
+}
+
+fn filled(pad: Vec<usize>, slots: usize, fill: f32) -> Result<KvCache> {
+    let mut c = KvCache::new(1, pad.clone());
+    let k = Tensor::full(fill, (pad.len(), 1, slots, 2), &Device::Cpu)?;
+    c.append(0, &k, &k)?;
+    c.advance(slots);
+    Ok(c)
+}
+
+#[test]
+fn appends_within_and_beyond_the_reservation_keep_every_slot() -> Result<()> {
+    let mut c = KvCache::new(1, vec![0]);
+    c.reserve(2)?;
+    let mut last = None;
+    for step in 0..5 {
+        let t = Tensor::full(step as f32, (1, 1, 1, 2), &Device::Cpu)?;
+        let (k, _) = c.append(0, &t, &t)?;
+        c.advance(1);
+        assert_eq!(k.dim(2)?, step + 1);
+        last = Some(k);
+    }
+    let got: Vec<f32> = last.unwrap().flatten_all()?.to_vec1()?;
+    assert_eq!(got, vec![0., 0., 1., 1., 2., 2., 3., 3., 4., 4.]);
+    Ok(())
+}
+
+#[test]
+fn select_forks_and_trims_shared_padding() -> Result<()> {
+    let mut c = filled(vec![2, 0], 4, 1.0)?;
+    c.select(&[0, 0, 0])?;
+    assert_eq!(c.pad(), &[0, 0, 0]);
+    assert_eq!(c.slots(), 2);
+    assert_eq!(c.lengths(), vec![2, 2, 2]);
+    assert_eq!(c.layers[0].as_ref().unwrap().0.dims4()?, (3, 1, 2, 2));
+    Ok(())
+}
+
+#[test]
+fn select_copies_the_used_slots_of_the_chosen_rows_in_order() -> Result<()> {
+    // Five rows whose every slot holds 100 * row + slot, with room for 12 slots.
+    let (rows, heads, slots, d) = (5, 2, 7, 3);
+    let mut c = KvCache::new(1, vec![3, 1, 4, 2, 0]);
+    c.reserve(12)?;
+    let mut data = Vec::new();
+    for r in 0..rows {
+        for _ in 0..heads {
+            for s in 0..slots {
+                data.extend(std::iter::repeat_n((100 * r + s) as f32, d));
+            }
+        }
+    }
+    let kv = Tensor::from_vec(data, (rows, heads, slots, d), &Device::Cpu)?;
+    c.append(0, &kv, &kv)?;
+    c.advance(slots);
+    // Rows 2, 3 and 0 (a run and a single row), then a fork of row 3.
+    c.select(&[2, 3, 0, 3])?;
+    assert_eq!(c.pad(), &[2, 0, 1, 0]);
+    assert_eq!(c.slots(), 5);
+    let (k, v) = c.layers[0].clone().unwrap();
+    assert_eq!(k.dims4()?, (4, heads, 10, d));
+    for (i, src) in [2usize, 3, 0, 3].into_iter().enumerate() {
+        for t in [&k, &v] {
+            let row: Vec<Vec<f32>> = t.get(i)?.get(1)?.to_vec2()?;
+            for (s, slot) in row.iter().enumerate() {
+                let want = if s < 5 {
+                    (100 * src + s + 2) as f32
+                } else {
+                    0.0
+                };
+                assert_eq!(slot, &vec![want; d], "row {i} slot {s}");
+            }
+        }
+    }
+    assert!(c.select(&[4]).is_err(), "a row that is no longer there");
+    Ok(())
+}
+
+#[test]
+fn join_left_pads_the_shorter_group() -> Result<()> {
+    let c = KvCache::join(vec![filled(vec![0], 3, 1.0)?, filled(vec![0, 1], 5, 2.0)?])?;
+    assert_eq!(c.pad(), &[2, 0, 1]);
+    assert_eq!(c.lengths(), vec![3, 5, 4]);
+    let k = c.layers[0]
+        .as_ref()
+        .unwrap()
+        .0
+        .to_dtype(candle_core::DType::F32)?;
+    let first: Vec<f32> = k.get(0)?.flatten_all()?.to_vec1()?;
+    assert_eq!(&first[..4], &[0.0; 4]);
+    assert_eq!(&first[4..], &[1.0; 6]);
+    Ok(())
+}
+
+/// A one-layer cache whose slot `s` of row `r` holds `base + 100 * r + s` (padding
+/// included), with room for `cap` slots.
+fn numbered(pad: Vec<usize>, slots: usize, cap: usize, base: f32) -> Result<KvCache> {
+    let rows = pad.len();
+    let mut c = KvCache::new(1, pad);
+    c.reserve(cap)?;
+    let data: Vec<f32> = (0..rows)
+        .flat_map(|r| (0..slots).map(move |s| base + (100 * r + s) as f32))
+        .collect();
+    let kv = Tensor::from_vec(data, (rows, 1, slots, 1), &Device::Cpu)?;
+    c.append(0, &kv, &kv)?;
+    c.advance(slots);
+    Ok(c)
+}
+
+#[test]
+fn join_rows_copies_chosen_rows_of_each_part_once_into_one_padded_buffer() -> Result<()> {
+    // A running batch of three rows (6 slots, row 1 padded by 4) and a newcomer of
+    // one row (3 slots) forked twice.
+    let running = numbered(vec![1, 4, 0], 6, 9, 0.0)?;
+    let newcomer = numbered(vec![0], 3, 3, 1000.0)?;
+    let c = KvCache::join_rows(&[(&running, &[0, 2]), (&newcomer, &[0, 0])], 8)?;
+    // Row 1 left: the shared padding of the rows kept is 0, so 6 slots stay.
+    assert_eq!(c.slots(), 6);
+    assert_eq!(c.pad(), &[1, 0, 3, 3]);
+    let (k, v) = c.layers[0].clone().unwrap();
+    assert_eq!(k.dims4()?, (4, 1, 8, 1));
+    let want = |row: usize, s: usize| -> f32 {
+        match row {
+            0 if s < 6 => s as f32,
+            1 if s < 6 => (200 + s) as f32,
+            2 | 3 if (3..6).contains(&s) => (1000 + s - 3) as f32,
+            _ => 0.0,
+        }
+    };
+    for t in [&k, &v] {
+        let got: Vec<f32> = t.flatten_all()?.to_vec1()?;
+        for (i, x) in got.iter().enumerate() {
+            assert_eq!(*x, want(i / 8, i % 8), "row {} slot {}", i / 8, i % 8);
+        }
+    }
+    assert!(KvCache::join_rows(&[(&running, &[3])], 8).is_err());
+    // A part with no rows chosen (a running batch whose rows all finished) adds no
+    // padding: the newcomer keeps its own 3 slots.
+    let alone = KvCache::join_rows(&[(&running, &[]), (&newcomer, &[0])], 8)?;
+    assert_eq!((alone.slots(), alone.pad()), (3, &[0usize][..]));
+    assert!(KvCache::join_rows(&[(&running, &[])], 8).is_err());
+    Ok(())
+}
+
+#[test]
+fn place_writes_a_newcomer_over_one_finished_row_and_nothing_else() -> Result<()> {
+    // A batch of three rows (6 slots of 9) and a newcomer of 3 slots after 1 of padding.
+    let mut batch = numbered(vec![1, 4, 0], 6, 9, 0.0)?;
+    let newcomer = numbered(vec![1], 4, 4, 1000.0)?;
+    batch.place(1, &newcomer, 0)?;
+    assert_eq!(batch.pad(), &[1, 3, 0]);
+    assert_eq!(batch.lengths(), vec![5, 3, 6]);
+    assert_eq!(
+        batch.selected_bytes(),
+        2 * 3 * 4,
+        "one row's 3 slots, keys and values"
+    );
+    let (k, v) = batch.layers[0].clone().unwrap();
+    assert_eq!(
+        k.dims4()?,
+        (3, 1, 9, 1),
+        "the buffers are kept, not reallocated"
+    );
+    let want = |row: usize, s: usize| -> f32 {
+        match (row, s) {
+            (_, 6..) => 0.0,
+            // The newcomer's real slots 1..4 end at the batch's last slot.
+            (1, 3..) => (1000 + s - 3 + 1) as f32,
+            // Before them, the finished row's values stay as its padding.
+            _ => (100 * row + s) as f32,
+        }
+    };
+    for t in [&k, &v] {
+        let got: Vec<f32> = t.flatten_all()?.to_vec1()?;
+        for (i, x) in got.iter().enumerate() {
+            assert_eq!(*x, want(i / 9, i % 9), "row {} slot {}", i / 9, i % 9);
+        }
+    }
+    let long = numbered(vec![0], 7, 7, 0.0)?;
+    assert!(batch.place(0, &long, 0).is_err(), "longer than the batch");
+    assert!(batch.place(3, &newcomer, 0).is_err(), "no such row");
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! The inference engine: what the runner asks of a model, and what it gets back.
+//!
+//! The runner and the scorer only see the [`Backend`] trait. The candle engine
+//! ([`candle`]) is one implementation; baseline systems that answer without a network
+//! implement the same trait. This crate names no suite: what a
+//! request asks is a prompt, and what comes back is text and token ids.
+
+pub mod alloc_count;
+pub mod batch;
+pub mod bench;
+pub mod candle;
+pub mod digest;
+pub mod finish;
+pub mod id;
+pub mod served;
+
+use serde::{Deserialize, Serialize};
+
+/// The sampler keys its randomness on the request id, so it must be stable across runs
+/// and batch layouts.
+pub use crate::id::RequestId;
+
+/// Who speaks a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+/// What the model is asked. Chat messages go through the model's own chat template;
+/// raw text is tokenized as it stands (no special tokens added).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prompt {
+    Chat(Vec<Message>),
+    Raw(String),
+}
+
+impl Prompt {
+    /// The prompt as a reader sees it: the chat turns' contents, or the raw text.
+    pub fn plain_text(&self) -> String {
+        match self {
+            Prompt::Chat(turns) => turns
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+            Prompt::Raw(t) => t.clone(),
+        }
+    }
+}
+
+/// How the next token is chosen from the logits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Sampling {
+    /// Highest logit; ties go to the lowest token id.
+    Greedy,
+    /// Temperature, then nucleus (top-p) over the full vocabulary.
+    TopP { temperature: f32, top_p: f32 },
+}
+
+impl Sampling {
+    /// The protocol's settings. The models' own generation_config defaults (top-k,
+    /// repetition penalty) are deliberately not used: every model is sampled alike.
+    pub const PROTOCOL: Sampling = Sampling::TopP {
+        temperature: 0.2,
+        top_p: 0.9,
+    };
+}
+
+/// One prompt, decoded once per seed. The seeds of one request share one prefill.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub id: RequestId,
+    pub prompt: Prompt,
+    pub seeds: Vec<u64>,
+    pub max_new_tokens: usize,
+    pub sampling: Sampling,
+}
+
+pub use crate::finish::FinishReason;
+
+/// Wall-clock seconds spent on a sample. Work is batched, so these are the times of the
+/// batch steps the sample took part in, not exclusive costs.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Timings {
+    pub prefill_s: f64,
+    pub decode_s: f64,
+}
+
+/// One decoded answer: a (request, seed) pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub request_id: RequestId,
+    pub seed: u64,
+    pub text: String,
+    pub prompt_tokens: usize,
+    /// Generated token ids, without the end-of-sequence token that stopped decoding.
+    pub token_ids: Vec<u32>,
+    /// The number of generated tokens as the backend counted them (a served model's
+    /// `usage.completion_tokens`), where `token_ids` are not the model's own ids: a
+    /// server may return none, and re-encoding the text need not give the same count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_tokens: Option<usize>,
+    pub finish_reason: FinishReason,
+    pub timings: Timings,
+}
+
+impl Sample {
+    /// Tokens generated: the backend's own count where it gave one, else the ids.
+    pub fn generated_tokens(&self) -> usize {
+        self.reported_tokens.unwrap_or(self.token_ids.len())
+    }
+}
+
+pub use crate::batch::BatchStats;
+
+/// A system that answers requests. Samples are handed to `on_sample` as soon as they are
+/// finished (in no particular order), so the caller can journal them while others run.
+pub trait Backend {
+    /// A short description for the run manifest (model, revision, device, dtype).
+    fn describe(&self) -> String;
+
+    /// Samples worth handing over in one call: the runner journals (and syncs) once per
+    /// call, so this trades fsyncs against work lost to a crash.
+    fn preferred_batch(&self) -> usize {
+        64
+    }
+
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError>;
+
+    /// How full the decode batch was kept since the backend was made; None for backends
+    /// that do not decode in batches of their own.
+    fn batch_stats(&self) -> Option<BatchStats> {
+        None
+    }
+
+    /// All samples of `requests`, ordered by request then seed.
+    fn generate(&mut self, requests: &[Request]) -> Result<Vec<Sample>, EngineError> {
+        let mut out = Vec::new();
+        self.generate_each(requests, &mut |s| out.push(s))?;
+        let order = |s: &Sample| {
+            let r = requests
+                .iter()
+                .position(|r| r.id == s.request_id)
+                .unwrap_or(usize::MAX);
+            let k = requests
+                .get(r)
+                .and_then(|r| r.seeds.iter().position(|&x| x == s.seed))
+                .unwrap_or(usize::MAX);
+            (r, k)
+        };
+        out.sort_by_key(order);
+        Ok(out)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("tensor computation failed: {0}")]
+    Tensor(#[from] ::candle_core::Error),
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid {what} in {path}: {message}")]
+    BadFile {
+        what: &'static str,
+        path: std::path::PathBuf,
+        message: String,
+    },
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("chat template: {0}")]
+    Template(String),
+    #[error("model {0}")]
+    Model(String),
+    #[error("model not available: {0}")]
+    NotAvailable(String),
+    #[error("device: {0}")]
+    Device(String),
+    #[error("invalid request {id}: {message}")]
+    InvalidRequest { id: String, message: String },
+}

@@ -1,0 +1,204 @@
+//! The contents of a Probe run's report files (or of several runs scored together):
+//! `scores.json` (the serialised [`RunReport`]), `summary.md` and `scores.csv`, built
+//! from the core and PIT reports of each system and the paired comparisons between
+//! systems. Pure, like the rest of `scoring`: the run writes the files.
+
+use crate::provenance::SetProvenance;
+use crate::score::compare::Comparison;
+use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
+use crate::score::pit_report::PitReport;
+use crate::score::report::ProbeReport;
+use runner_core::stats::bootstrap::Estimate;
+use runner_engine::batch::UTILIZATION_MEANING;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One system's results: the core report where the run asked core items, the PIT
+/// report where it asked PIT queries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemReport {
+    pub system: String,
+    pub probe: Option<ProbeReport>,
+    pub pit: Option<PitReport>,
+    /// Questions of a started (item, seed) with no journaled answer, scored as empty
+    /// answers (an unfinished run, or shards not all merged).
+    pub unanswered: usize,
+}
+
+/// Everything the report files hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    pub title: String,
+    /// Which set was run: the published validated set, the generated set, a user's file.
+    pub set: Option<SetProvenance>,
+    pub alias_version: &'static str,
+    pub abstention_version: &'static str,
+    pub systems: Vec<SystemReport>,
+    /// The first system against each other one, on the core items both answered.
+    pub comparisons: Vec<Comparison>,
+    /// How full the engine kept its decode batch, as the run folder recorded it
+    /// (summary.md only: scores.json holds scores).
+    #[serde(skip)]
+    pub batch_utilization: Option<String>,
+}
+
+impl RunReport {
+    pub fn new(title: &str, systems: Vec<SystemReport>, comparisons: Vec<Comparison>) -> Self {
+        RunReport {
+            title: title.to_string(),
+            set: None,
+            alias_version: ALIAS_VERSION,
+            abstention_version: ABSTENTION_VERSION,
+            systems,
+            comparisons,
+            batch_utilization: None,
+        }
+    }
+
+    /// The report with the run's batch utilization line (see `batch_utilization`).
+    pub fn with_batch_utilization(mut self, utilization: Option<String>) -> Self {
+        self.batch_utilization = utilization;
+        self
+    }
+
+    /// The report with the set it describes.
+    pub fn with_set(mut self, set: SetProvenance) -> Self {
+        self.set = Some(set);
+        self
+    }
+
+    /// `summary.md`: per system the core and PIT tables, then the comparisons.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# {}\n", self.title);
+        if let Some(set) = &self.set {
+            let _ = writeln!(s, "Set: {}.\n", set.description);
+        }
+        if let Some(u) = &self.batch_utilization {
+            let _ = writeln!(s, "Batch utilization ({UTILIZATION_MEANING}): {u}.\n");
+        }
+        for sys in &self.systems {
+            if sys.unanswered > 0 {
+                let _ = writeln!(
+                    s,
+                    "Note: {}: {} questions of started items have no journaled answer and are scored as empty answers.\n",
+                    sys.system, sys.unanswered
+                );
+            }
+            if let Some(p) = &sys.probe {
+                s.push_str(&p.to_markdown());
+                s.push('\n');
+            }
+            if let Some(p) = &sys.pit {
+                s.push_str(&p.to_markdown());
+                s.push('\n');
+            }
+        }
+        for c in &self.comparisons {
+            s.push_str(&c.to_markdown());
+            s.push('\n');
+        }
+        s
+    }
+
+    /// `scores.csv`: one row per figure, `system,set,table,cell,n,mean,lo,hi` (n and
+    /// the interval empty where a figure has none).
+    pub fn csv(&self) -> String {
+        let mut rows: Vec<[String; 8]> = Vec::new();
+        for sys in &self.systems {
+            let name = &sys.system;
+            let est = |set: &str, table: &str, cell: &str, e: &Estimate| -> [String; 8] {
+                [
+                    name.clone(),
+                    set.to_string(),
+                    table.to_string(),
+                    cell.to_string(),
+                    e.clusters.to_string(),
+                    e.mean.to_string(),
+                    e.lo.to_string(),
+                    e.hi.to_string(),
+                ]
+            };
+            let val = |set: &str, table: &str, cell: &str, v: f64| -> [String; 8] {
+                [
+                    name.clone(),
+                    set.to_string(),
+                    table.to_string(),
+                    cell.to_string(),
+                    String::new(),
+                    v.to_string(),
+                    String::new(),
+                    String::new(),
+                ]
+            };
+            if let Some(p) = &sys.probe {
+                let headline = [
+                    ("pre_acc", &p.pre_acc),
+                    ("post_acc", &p.post_acc),
+                    ("post_em", &p.post_em),
+                    ("post_acc_given_pre", &p.post_acc_given_pre),
+                    ("stale_rate", &p.stale_rate),
+                ];
+                for (cell, e) in headline {
+                    if let Some(e) = e {
+                        rows.push(est("probe", "metric", cell, e));
+                    }
+                }
+                let values = [
+                    ("post_acc_majority", p.post_acc_majority),
+                    ("abstention_recall", p.abstention.recall),
+                    ("abstention_precision", p.abstention.precision),
+                    ("abstention_f1", p.abstention.f1),
+                    ("axis_acc", p.axis_acc),
+                ];
+                for (cell, v) in values {
+                    if let Some(v) = v {
+                        rows.push(val("probe", "metric", cell, v));
+                    }
+                }
+                for (o, n) in &p.outcomes {
+                    rows.push(val("probe", "post_outcome", o.as_str(), *n as f64));
+                }
+                for (table, cells) in &p.by {
+                    for (cell, e) in cells {
+                        rows.push(est("probe", table, cell, e));
+                    }
+                }
+            }
+            if let Some(p) = &sys.pit {
+                for (cell, e) in &p.by_label {
+                    rows.push(est("pit", "label", cell, e));
+                }
+                for (cell, e) in &p.by_scenario_label {
+                    rows.push(est("pit", "scenario_label", cell, e));
+                }
+                let values = [
+                    ("retracted_leak", p.retracted_leak),
+                    ("current_state_leak", p.current_state_leak),
+                    ("item_all_correct", p.item_all_correct),
+                ];
+                for (cell, v) in values {
+                    if let Some(v) = v {
+                        rows.push(val("pit", "metric", cell, v));
+                    }
+                }
+            }
+        }
+        let mut out = String::from("system,set,table,cell,n,mean,lo,hi\n");
+        for row in rows {
+            let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A CSV field, quoted when it holds a separator, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

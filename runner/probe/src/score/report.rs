@@ -1,0 +1,452 @@
+//! Aggregation of core-item scores into the Probe report, with 95% intervals from a
+//! bootstrap clustered by item (several samples of one item, e.g. seeds, move together).
+
+use crate::records::{Contradicted, ProbeItem};
+use crate::score::compare::{depth_trends, fmt_p, Trend};
+use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
+use crate::score::outcome::{score_probe_item, ItemScore, Outcome, ProbeResponse};
+use runner_core::stats::bootstrap::{mean_ci, Estimate};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Abstention {
+    /// Abstentions over items whose gold_post is "unknown".
+    pub recall: Option<f64>,
+    /// Correct abstentions over all abstentions.
+    pub precision: Option<f64>,
+    pub f1: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Invalidation {
+    pub micro_recall: f64,
+    pub macro_recall: f64,
+    /// Correct invalidations over all predicted ones (none predicted: no figure).
+    pub micro_precision: Option<f64>,
+    /// Mean per-item precision over items that predicted something.
+    pub macro_precision: Option<f64>,
+    /// Asserted items: share that invalidated each chain position.
+    pub by_chain_position: BTreeMap<String, f64>,
+    /// Share of items that invalidated a chain relation that stays current.
+    pub over_invalidation: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeReport {
+    pub system: String,
+    pub alias_version: &'static str,
+    pub abstention_version: &'static str,
+    pub items: usize,
+    pub samples: usize,
+    pub pre_acc: Option<Estimate>,
+    pub post_acc: Option<Estimate>,
+    pub post_em: Option<Estimate>,
+    /// Post accuracy over samples whose pre answer was right.
+    pub post_acc_given_pre: Option<Estimate>,
+    /// Share of items whose samples are right in the majority (ties count wrong).
+    pub post_acc_majority: Option<f64>,
+    pub stale_rate: Option<Estimate>,
+    pub abstention: Abstention,
+    pub invalidation: Option<Invalidation>,
+    pub axis_acc: Option<f64>,
+    /// Samples whose follow-up answer broke its contract (counted wrong, never dropped).
+    pub followup_contract_failures: usize,
+    /// Axis accuracy split by contradicted x axis.
+    pub axis_acc_by: BTreeMap<String, f64>,
+    pub outcomes: BTreeMap<Outcome, usize>,
+    /// Cochran-Armitage trend of post accuracy over hop depth, per contradicted arm, on
+    /// per-item shares of correct samples (seeds nested in items).
+    pub depth_trend: BTreeMap<String, Option<Trend>>,
+    /// Breakdown name -> cell label -> post accuracy.
+    pub by: BTreeMap<String, BTreeMap<String, Estimate>>,
+    /// Propagation accuracy (post correct over samples whose pre answer was right) by
+    /// `hop_depth` and `hop_x_contradicted`: separates "never learned the chain" from
+    /// "did not carry the contradiction down it".
+    pub propagation: BTreeMap<String, BTreeMap<String, Estimate>>,
+}
+
+struct Sample<'a> {
+    item: &'a ProbeItem,
+    score: ItemScore,
+}
+
+pub(super) fn ratio(num: usize, den: usize) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+/// Mean of `value` over the samples that pass `keep`, clustered by item.
+fn clustered<F, V>(samples: &[Sample], keep: F, value: V) -> Option<Estimate>
+where
+    F: Fn(&Sample) -> bool,
+    V: Fn(&Sample) -> f64,
+{
+    let mut clusters: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for s in samples.iter().filter(|s| keep(s)) {
+        clusters
+            .entry(s.item.probe_id.as_str())
+            .or_default()
+            .push(value(s));
+    }
+    mean_ci(&clusters.into_values().collect::<Vec<_>>())
+}
+
+fn post_correct(s: &Sample) -> f64 {
+    f64::from(u8::from(s.score.post.is_correct()))
+}
+
+fn majority(samples: &[Sample]) -> Option<f64> {
+    let mut votes: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for s in samples {
+        let v = votes.entry(s.item.probe_id.as_str()).or_default();
+        v.0 += usize::from(s.score.post.is_correct());
+        v.1 += 1;
+    }
+    let right = votes.values().filter(|(x, n)| 2 * x > *n).count();
+    ratio(right, votes.len())
+}
+
+type KeyFn = fn(&ProbeItem) -> String;
+
+/// Post accuracy per cell of `key`, clustered by item; an empty key leaves a sample out.
+fn table(samples: &[&Sample], key: KeyFn) -> BTreeMap<String, Estimate> {
+    let mut cells: BTreeMap<String, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    for s in samples {
+        let k = key(s.item);
+        if !k.is_empty() {
+            cells
+                .entry(k)
+                .or_default()
+                .entry(s.item.probe_id.as_str())
+                .or_default()
+                .push(post_correct(s));
+        }
+    }
+    cells
+        .into_iter()
+        .filter_map(|(k, clusters)| {
+            mean_ci(&clusters.into_values().collect::<Vec<_>>()).map(|e| (k, e))
+        })
+        .collect()
+}
+
+fn is_withdrawal(i: &ProbeItem) -> bool {
+    i.oracle_retractions.last().is_some_and(|r| !r.is_empty())
+}
+
+/// The breakdowns of the report: main effects, hop x each axis, and the asserted
+/// hop-1 split into replacement and withdrawal.
+fn breakdowns() -> Vec<(&'static str, KeyFn)> {
+    vec![
+        ("hop_depth", |i| i.hop_depth.to_string()),
+        ("hop_x_contradicted", |i| {
+            format!("{} {}", i.hop_depth, i.contradicted)
+        }),
+        ("contradicted", |i| i.contradicted.to_string()),
+        ("axis", |i| i.axis.to_string()),
+        ("density", |i| i.density.to_string()),
+        ("confidence", |i| i.confidence.to_string()),
+        ("domain", |i| i.domain.to_string()),
+        ("hop_x_axis", |i| format!("{} {}", i.hop_depth, i.axis)),
+        ("hop_x_density", |i| {
+            format!("{} {}", i.hop_depth, i.density)
+        }),
+        ("hop_x_confidence", |i| {
+            format!("{} {}", i.hop_depth, i.confidence)
+        }),
+        ("hop_x_domain", |i| format!("{} {}", i.hop_depth, i.domain)),
+        ("gold_post_kind", |i| {
+            if i.gold_post.is_unknown() {
+                "unknown"
+            } else {
+                "value"
+            }
+            .to_string()
+        }),
+        ("asserted_hop1", |i| {
+            if i.hop_depth.get() == 1 && i.contradicted == Contradicted::Asserted {
+                if is_withdrawal(i) {
+                    "withdrawal"
+                } else {
+                    "replacement"
+                }
+                .to_string()
+            } else {
+                String::new()
+            }
+        }),
+    ]
+}
+
+/// Score every (item, response) pair; an item may appear several times (seeds).
+pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> ProbeReport {
+    let samples: Vec<Sample> = pairs
+        .iter()
+        .map(|(item, r)| Sample {
+            item,
+            score: score_probe_item(item, r),
+        })
+        .collect();
+    let mut items: Vec<&str> = samples.iter().map(|s| s.item.probe_id.as_str()).collect();
+    items.sort_unstable();
+    items.dedup();
+
+    let mut outcomes = BTreeMap::new();
+    for s in &samples {
+        *outcomes.entry(s.score.post).or_insert(0) += 1;
+    }
+
+    let unknown = samples
+        .iter()
+        .filter(|s| s.item.gold_post.is_unknown())
+        .count();
+    let abstained = samples
+        .iter()
+        .filter(|s| matches!(s.score.post, Outcome::Abstain | Outcome::OverAbstain))
+        .count();
+    let right = samples
+        .iter()
+        .filter(|s| s.score.post == Outcome::Abstain)
+        .count();
+    let recall = ratio(right, unknown);
+    let precision = ratio(right, abstained);
+    let f1 = match (recall, precision) {
+        (Some(r), Some(p)) if r + p > 0.0 => Some(2.0 * r * p / (r + p)),
+        (Some(_), Some(_)) => Some(0.0),
+        _ => None,
+    };
+
+    let with_inv: Vec<(&Sample, &crate::score::outcome::InvalidationScore)> = samples
+        .iter()
+        .filter_map(|s| s.score.invalidation.as_ref().map(|v| (s, v)))
+        .collect();
+    let invalidation = (!with_inv.is_empty()).then(|| {
+        let hits: usize = with_inv.iter().map(|(_, v)| v.hits).sum();
+        let total: usize = with_inv.iter().map(|(_, v)| v.total).sum();
+        let macro_sum: f64 = with_inv
+            .iter()
+            .map(|(_, v)| ratio(v.hits, v.total).unwrap_or(1.0))
+            .sum();
+        let mut positions: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (_, v) in &with_inv {
+            for (p, hit) in &v.positions {
+                let e = positions.entry(p.to_string()).or_default();
+                e.0 += usize::from(*hit);
+                e.1 += 1;
+            }
+        }
+        let predicted: usize = with_inv.iter().map(|(_, v)| v.predicted).sum();
+        let precisions: Vec<f64> = with_inv
+            .iter()
+            .filter_map(|(_, v)| ratio(v.hits, v.predicted))
+            .collect();
+        Invalidation {
+            micro_precision: ratio(hits, predicted),
+            macro_precision: (!precisions.is_empty())
+                .then(|| precisions.iter().sum::<f64>() / precisions.len() as f64),
+            micro_recall: ratio(hits, total).unwrap_or(1.0),
+            macro_recall: macro_sum / with_inv.len() as f64,
+            by_chain_position: positions
+                .into_iter()
+                .map(|(p, (h, n))| (p, h as f64 / n as f64))
+                .collect(),
+            over_invalidation: with_inv.iter().filter(|(_, v)| v.over > 0).count() as f64
+                / with_inv.len() as f64,
+        }
+    });
+    let axis_preds: Vec<bool> = samples
+        .iter()
+        .filter_map(|s| s.score.axis_correct)
+        .collect();
+    let mut axis_cells: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for s in &samples {
+        if let Some(ok) = s.score.axis_correct {
+            let e = axis_cells
+                .entry(format!("{} {}", s.item.contradicted, s.item.gold_axis))
+                .or_default();
+            e.0 += usize::from(ok);
+            e.1 += 1;
+        }
+    }
+
+    let propagation = breakdowns()
+        .into_iter()
+        .filter(|(name, _)| matches!(*name, "hop_depth" | "hop_x_contradicted"))
+        .map(|(name, key)| {
+            let kept: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.score.pre.is_correct())
+                .collect();
+            (name.to_string(), table(&kept, key))
+        })
+        .collect();
+    let all: Vec<&Sample> = samples.iter().collect();
+    let by = breakdowns()
+        .into_iter()
+        .map(|(name, key)| (name.to_string(), table(&all, key)))
+        .collect();
+
+    ProbeReport {
+        system: system.to_string(),
+        alias_version: ALIAS_VERSION,
+        abstention_version: ABSTENTION_VERSION,
+        items: items.len(),
+        samples: samples.len(),
+        pre_acc: clustered(
+            &samples,
+            |_| true,
+            |s| f64::from(u8::from(s.score.pre.is_correct())),
+        ),
+        post_acc: clustered(&samples, |_| true, post_correct),
+        post_em: clustered(&samples, |_| true, |s| f64::from(u8::from(s.score.post_em))),
+        post_acc_given_pre: clustered(&samples, |s| s.score.pre.is_correct(), post_correct),
+        post_acc_majority: majority(&samples),
+        stale_rate: clustered(
+            &samples,
+            |_| true,
+            |s| f64::from(u8::from(s.score.post == Outcome::Stale)),
+        ),
+        abstention: Abstention {
+            recall,
+            precision,
+            f1,
+        },
+        invalidation,
+        axis_acc: ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len()),
+        followup_contract_failures: pairs.iter().filter(|(_, r)| r.followup_failed).count(),
+        axis_acc_by: axis_cells
+            .into_iter()
+            .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
+            .collect(),
+        outcomes,
+        depth_trend: depth_trends(pairs),
+        by,
+        propagation,
+    }
+}
+
+pub(super) fn pct(e: &Option<Estimate>) -> String {
+    match e {
+        Some(e) => format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi),
+        None => "n/a".to_string(),
+    }
+}
+
+pub(super) fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}"))
+}
+
+impl ProbeReport {
+    /// Markdown tables: headline metrics, then every breakdown with n and 95% CI.
+    pub fn to_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "## Probe: {} ({} items, {} samples)\n",
+            self.system, self.items, self.samples
+        );
+        let _ = writeln!(s, "| metric | value [95% CI] |\n| --- | --- |");
+        let rows = [
+            ("post accuracy (NM)", pct(&self.post_acc)),
+            ("post EM", pct(&self.post_em)),
+            ("pre accuracy", pct(&self.pre_acc)),
+            (
+                "post accuracy given pre correct",
+                pct(&self.post_acc_given_pre),
+            ),
+            (
+                "post accuracy, majority vote per item",
+                opt(self.post_acc_majority),
+            ),
+            ("stale rate", pct(&self.stale_rate)),
+            ("abstention recall", opt(self.abstention.recall)),
+            ("abstention precision", opt(self.abstention.precision)),
+            ("abstention F1", opt(self.abstention.f1)),
+            (
+                "invalidation micro recall",
+                opt(self.invalidation.as_ref().map(|i| i.micro_recall)),
+            ),
+            (
+                "invalidation macro recall",
+                opt(self.invalidation.as_ref().map(|i| i.macro_recall)),
+            ),
+            (
+                "invalidation micro precision",
+                opt(self.invalidation.as_ref().and_then(|i| i.micro_precision)),
+            ),
+            (
+                "invalidation macro precision",
+                opt(self.invalidation.as_ref().and_then(|i| i.macro_precision)),
+            ),
+            (
+                "over-invalidation",
+                opt(self.invalidation.as_ref().map(|i| i.over_invalidation)),
+            ),
+            ("axis accuracy", opt(self.axis_acc)),
+            (
+                "follow-up contract failures",
+                self.followup_contract_failures.to_string(),
+            ),
+        ];
+        for (k, v) in rows {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        if let Some(inv) = &self.invalidation {
+            for (p, r) in &inv.by_chain_position {
+                let _ = writeln!(s, "| invalidation recall, chain position {p} | {r:.3} |");
+            }
+        }
+        for (cell, acc) in &self.axis_acc_by {
+            let _ = writeln!(s, "| axis accuracy, {cell} | {acc:.3} |");
+        }
+        for (arm, t) in &self.depth_trend {
+            let v = t.map_or_else(
+                || "n/a".to_string(),
+                |t| format!("z = {:.2}, p = {}", t.z, fmt_p(t.p_value)),
+            );
+            let _ = writeln!(
+                s,
+                "| depth trend, {arm} (Cochran-Armitage on item means) | {v} |"
+            );
+        }
+        let outcomes: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(o, n)| format!("{}={n}", o.as_str()))
+            .collect();
+        let _ = writeln!(s, "| post outcomes | {} |", outcomes.join(", "));
+        let _ = writeln!(
+            s,
+            "\nAliases `{}`, abstention phrases `{}`; intervals: bootstrap clustered by item.",
+            self.alias_version, self.abstention_version
+        );
+        let _ = writeln!(
+            s,
+            "\n| breakdown | cell | n | post accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
+        );
+        for (name, table) in &self.by {
+            for (cell, e) in table {
+                let _ = writeln!(
+                    s,
+                    "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
+                    e.clusters, e.mean, e.lo, e.hi
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\n| propagation (post given pre correct) | cell | n items | accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
+        );
+        for (name, table) in &self.propagation {
+            for (cell, e) in table {
+                let _ = writeln!(
+                    s,
+                    "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
+                    e.clusters, e.mean, e.lo, e.hi
+                );
+            }
+        }
+        s
+    }
+}
