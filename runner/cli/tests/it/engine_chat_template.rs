@@ -2,7 +2,7 @@
 //! minijinja, must equal the renderings recorded in models.toml (which come from
 //! transformers' `apply_chat_template`).
 
-use runner_engine::candle::load::chat_template::{known, ChatTemplate};
+use runner_engine::candle::chat_template::{known, ChatTemplate};
 use runner_engine::candle::load::hub::Panel;
 use runner_engine::{Message, Role};
 

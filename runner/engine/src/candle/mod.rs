@@ -2,6 +2,7 @@
 //! a scheduler that prefills each prompt once and forks it per seed, and the sampler.
 
 pub mod bench;
+pub mod chat_template;
 pub mod choice;
 mod cpu;
 #[cfg(any(test, feature = "fixture"))]
@@ -14,13 +15,14 @@ pub mod runtime;
 use crate::{BatchStats, EngineError, Prompt};
 pub use bench::{BenchBreakdown, BenchTimes};
 use candle_core::{DType, Device, Tensor};
-use choice::{sampler, step};
-use load::chat_template::ChatTemplate;
+use chat_template::ChatTemplate;
 pub use runtime::device::{default_dtype, select_device, DeviceChoice};
 use runtime::kv_cache::KvCache;
+pub use runtime::model_runner::LogitTrace;
+use runtime::model_runner::ModelRunner;
 pub use runtime::phases::PhaseTimes;
-pub use runtime::scheduler::{BatchLimits, LogitTrace, Refill, Scheduler, ROW_CAP};
-use runtime::{device, phases};
+use runtime::scheduler::Policy;
+pub use runtime::scheduler::{BatchLimits, Refill, Scheduler, ROW_CAP};
 use tokenizers::Tokenizer;
 
 /// A decoder-only model that runs one step over a batch with an external cache.
@@ -30,15 +32,6 @@ pub trait CausalLm: Send + Sync {
     /// Feeds `tokens` (rows, new) after what `cache` holds, appends their keys and
     /// values, and returns the logits of each row's last new token (rows, vocab) in f32.
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> candle_core::Result<Tensor>;
-}
-
-/// A row whose next token a step chooses: its request and seed, its random stream, and
-/// the tokens it has generated so far (the position of the draw).
-struct RowDraw<'a> {
-    request: &'a crate::Request,
-    seed: u64,
-    key: &'a sampler::StreamKey,
-    generated: usize,
 }
 
 /// A loaded model with its tokenizer and chat template, ready to decode.
@@ -102,7 +95,7 @@ impl Engine {
     /// Rows of `tokens_per_row` tokens (prompt and new) decoded together at most: as
     /// many as the KV budget holds, within the row limit (`--max-batch` when given).
     pub fn row_limit(&self, tokens_per_row: usize) -> usize {
-        device::row_limit(
+        runtime::device::row_limit(
             self.limits.kv_budget_bytes,
             self.kv_bytes_per_token,
             tokens_per_row,
@@ -124,42 +117,12 @@ impl Engine {
     }
 
     /// Test hook: tokens are chosen as they are when the logits are on a device, from
-    /// the blocks of logits that can hold them ([`step::Reads::Blocks`]), on any device.
+    /// the blocks of logits that can hold them ([`choice::step::Reads::Blocks`]), on any
+    /// device.
     #[doc(hidden)]
     pub fn read_logits_in_blocks(mut self) -> Self {
         self.block_reads = true;
         self
-    }
-
-    /// The next token of each of a step's `rows` from its row of `logits` (see
-    /// [`step::choose_tokens`]); both schedulers trace, time and count it here.
-    fn choose_tokens(
-        &self,
-        logits: &Tensor,
-        rows: &[RowDraw],
-        batch: &mut BatchStats,
-        times: &mut PhaseTimes,
-    ) -> Result<Vec<u32>, EngineError> {
-        if let Some(trace) = &self.logit_trace {
-            let all: Vec<Vec<f32>> = logits.to_vec2()?;
-            for (row, l) in rows.iter().zip(&all) {
-                trace.record(&row.request.id, row.seed, row.generated, l);
-            }
-        }
-        let draws: Vec<(crate::Sampling, f64)> = rows
-            .iter()
-            .map(|row| (row.request.sampling, row.key.uniform(row.generated)))
-            .collect();
-        let reads = match self.block_reads {
-            true => step::Reads::Blocks,
-            false => step::Reads::Auto,
-        };
-        let mut choice = step::ChoiceStats::default();
-        let next = phases::timed(&mut times.choose_s, || {
-            step::choose_tokens(logits, &draws, reads, &mut choice)
-        })?;
-        batch.logits_read_bytes += choice.transfer_bytes;
-        Ok(next)
     }
 
     /// Test hook: these tokens end a sequence too (an end token made likely gives the
@@ -231,5 +194,22 @@ impl Engine {
     pub fn prompt_logits(&self, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
         let (logits, _) = self.prefill(prompts)?;
         Ok(logits.to_vec2()?)
+    }
+
+    /// The scheduler's policy under this engine's limits and way of refilling.
+    pub(crate) fn policy(&self) -> Policy {
+        Policy {
+            limits: self.limits,
+            kv_bytes_per_token: self.kv_bytes_per_token,
+            refill: self.refill,
+        }
+    }
+
+    /// Prefills prompts in the groups the scheduler makes within the token budget and
+    /// joins their caches; the logits (prompts, vocab) stay on the device.
+    pub(crate) fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache), EngineError> {
+        let lens: Vec<usize> = prompts.iter().map(Vec::len).collect();
+        let groups = self.policy().prefill_groups(&lens);
+        ModelRunner::new(self).prefill(prompts, &groups)
     }
 }

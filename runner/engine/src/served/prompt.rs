@@ -2,7 +2,7 @@
 //! tokenizer, from a panel entry's pinned tokenizer or a model folder, so the server
 //! sees the text the embedded engine would tokenize.
 
-use crate::candle::load::chat_template::ChatTemplate;
+use crate::candle::chat_template::ChatTemplate;
 use crate::candle::load::hub::{cached_snapshot, hub_cache_dir, offline, Panel};
 use crate::digest::sha256_hex;
 use crate::served::protocol::Payload;

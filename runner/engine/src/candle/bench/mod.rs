@@ -5,6 +5,7 @@
 pub mod mixed;
 
 use crate::alloc_count::{self, AllocCount};
+use crate::candle::choice::nucleus;
 use crate::candle::choice::sampler::{self, StreamKey};
 use crate::candle::choice::step::{self, ChoiceStats, Reads};
 use crate::candle::Engine;
@@ -105,7 +106,7 @@ impl Engine {
 }
 
 /// Seconds per step of top-p token choice for `rows` rows of `vocab` synthetic logits,
-/// before (the full-vocabulary reference) and after (candidate sets) on the host, then
+/// by the full-vocabulary reference and by candidate sets on the host, then
 /// from logits held by `device` read whole or in blocks, measured in alternating
 /// rounds; and the share of draws the candidate set decided without the reference. Rows
 /// run in parallel, as in the engine.
@@ -161,75 +162,100 @@ pub fn sampler_bench(
     let on_device = Tensor::from_slice(&logits, (rows, vocab), device)?;
     device.synchronize()?;
     let key = StreamKey::new(3, &RequestId::new("sampler-bench"));
-    let (mut reference_s, mut candidates_s) = (Vec::new(), Vec::new());
-    let (mut whole_s, mut blocks_s, mut blocks_host_s) = (Vec::new(), Vec::new(), Vec::new());
-    let mut blocks_bytes = 0;
-    let mut same = true;
+    let mut rounds = SamplerRounds::default();
     for step in 0..steps {
         let u = |r: usize| key.uniform(step * rows + r);
+        rounds.run(&logits, &on_device, vocab, sampling, u)?;
+    }
+    if rounds.disagreed {
+        return Err(EngineError::Model(
+            "a way of choosing tokens disagreed with the reference sampler".into(),
+        ));
+    }
+    Ok(SamplerTimes {
+        reference_s: median(rounds.reference_s),
+        candidates_s: median(rounds.candidates_s),
+        decided: decided_share(&logits, (rows, vocab), sampling, &key),
+        whole_s: median(rounds.whole_s),
+        blocks_s: median(rounds.blocks_s),
+        blocks_host_s: median(rounds.blocks_host_s),
+        blocks_bytes: rounds.blocks_bytes,
+    })
+}
+
+/// Seconds of each round of [`sampler_bench`] per way of choosing tokens, and whether
+/// any way chose other tokens than the reference.
+#[derive(Default)]
+struct SamplerRounds {
+    reference_s: Vec<f64>,
+    candidates_s: Vec<f64>,
+    whole_s: Vec<f64>,
+    blocks_s: Vec<f64>,
+    blocks_host_s: Vec<f64>,
+    blocks_bytes: usize,
+    disagreed: bool,
+}
+
+impl SamplerRounds {
+    /// One round: every way chooses a token for each row of `logits` (held on the host,
+    /// and as `on_device`) with row `r`'s draw `u(r)`.
+    fn run(
+        &mut self,
+        logits: &[f32],
+        on_device: &Tensor,
+        vocab: usize,
+        sampling: Sampling,
+        u: impl Fn(usize) -> f64 + Sync,
+    ) -> Result<(), EngineError> {
         let t = Instant::now();
         let a: Vec<u32> = logits
             .par_chunks(vocab)
             .enumerate()
             .map(|(r, l)| sampler::choose_reference(l, sampling, u(r)))
             .collect();
-        reference_s.push(t.elapsed().as_secs_f64());
+        self.reference_s.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let b: Vec<u32> = logits
             .par_chunks(vocab)
             .enumerate()
             .map(|(r, l)| sampler::choose(l, sampling, u(r)))
             .collect();
-        candidates_s.push(t.elapsed().as_secs_f64());
-        let draws: Vec<(Sampling, f64)> = (0..rows).map(|r| (sampling, u(r))).collect();
+        self.candidates_s.push(t.elapsed().as_secs_f64());
+        let draws: Vec<(Sampling, f64)> = (0..a.len()).map(|r| (sampling, u(r))).collect();
         let t = Instant::now();
-        let c = step::choose_tokens(
-            &on_device,
-            &draws,
-            Reads::Whole,
-            &mut ChoiceStats::default(),
-        )?;
-        whole_s.push(t.elapsed().as_secs_f64());
+        let c = step::choose_tokens(on_device, &draws, Reads::Whole, &mut ChoiceStats::default())?;
+        self.whole_s.push(t.elapsed().as_secs_f64());
         let mut choice = ChoiceStats::default();
         let t = Instant::now();
-        let d = step::choose_tokens(&on_device, &draws, Reads::Blocks, &mut choice)?;
-        blocks_s.push(t.elapsed().as_secs_f64());
-        blocks_host_s.push(choice.sampler_s);
-        blocks_bytes = blocks_bytes.max(choice.transfer_bytes);
-        same &= a == b && a == c && a == d;
+        let d = step::choose_tokens(on_device, &draws, Reads::Blocks, &mut choice)?;
+        self.blocks_s.push(t.elapsed().as_secs_f64());
+        self.blocks_host_s.push(choice.sampler_s);
+        self.blocks_bytes = self.blocks_bytes.max(choice.transfer_bytes);
+        self.disagreed |= !(a == b && a == c && a == d);
+        Ok(())
     }
-    if !same {
-        return Err(EngineError::Model(
-            "a way of choosing tokens disagreed with the reference sampler".into(),
-        ));
-    }
-    let decided = match sampling {
-        Sampling::TopP { temperature, top_p } => {
-            let hits = logits
-                .chunks(vocab)
-                .enumerate()
-                .filter(|(r, l)| {
-                    crate::candle::choice::nucleus::top_p_draw(
-                        l,
-                        temperature as f64,
-                        top_p as f64,
-                        key.uniform(*r),
-                    ) != crate::candle::choice::nucleus::Draw::Reference
-                })
-                .count();
-            hits as f64 / rows as f64
-        }
-        Sampling::Greedy => 1.0,
+}
+
+/// The share of the rows of `logits` (rows, vocab) whose top-p draw the candidate set
+/// decides without the reference (all of them when greedy).
+fn decided_share(
+    logits: &[f32],
+    (rows, vocab): (usize, usize),
+    sampling: Sampling,
+    key: &StreamKey,
+) -> f64 {
+    let Sampling::TopP { temperature, top_p } = sampling else {
+        return 1.0;
     };
-    Ok(SamplerTimes {
-        reference_s: median(reference_s),
-        candidates_s: median(candidates_s),
-        decided,
-        whole_s: median(whole_s),
-        blocks_s: median(blocks_s),
-        blocks_host_s: median(blocks_host_s),
-        blocks_bytes,
-    })
+    let hits = logits
+        .chunks(vocab)
+        .enumerate()
+        .filter(|(r, l)| {
+            nucleus::top_p_draw(l, temperature as f64, top_p as f64, key.uniform(*r))
+                != nucleus::Draw::Reference
+        })
+        .count();
+    hits as f64 / rows as f64
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

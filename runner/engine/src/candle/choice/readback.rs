@@ -21,7 +21,7 @@
 
 use crate::candle::choice::nucleus::{self, Draw};
 use crate::candle::choice::sampler;
-use crate::candle::choice::step::ChoiceStats;
+use crate::candle::choice::ChoiceStats;
 use crate::Sampling;
 use candle_core::{DType, Result, Tensor};
 use rayon::prelude::*;
@@ -71,30 +71,92 @@ pub fn next_tokens(
         return Ok(Vec::new());
     }
     let t = Instant::now();
-    let dev = logits.device();
     let logits = logits.to_dtype(DType::F32)?.contiguous()?;
-    let nb = vocab.div_ceil(BLOCK);
-    let pad = nb * BLOCK - vocab;
-    let padded = if pad == 0 {
-        logits.clone()
-    } else {
-        let fill = Tensor::full(f32::NEG_INFINITY, (n, pad), dev)?;
-        Tensor::cat(&[&logits, &fill], 1)?
-    };
-    let blocks = padded.reshape((n * nb, BLOCK))?;
-    let maxima = blocks.max_keepdim(1)?.reshape((n, nb))?;
-    let nan = logits.ne(&logits)?.to_dtype(DType::F32)?.max_keepdim(1)?;
-    let summary: Vec<f32> = Tensor::cat(&[&maxima, &nan], 1)?.flatten_all()?.to_vec1()?;
-    stats.transfers += 1;
-    stats.transfer_bytes += summary.len() * 4;
+    let maxima = BlockMaxima::read(&logits, stats)?;
     stats.transfer_s += t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let needs: Vec<Need> = summary
-        .chunks(nb + 1)
-        .zip(rows)
-        .map(|(s, &(sampling, _))| need(&s[..nb], s[nb] != 0.0, sampling))
+    let needs = maxima.needs(rows);
+    let ids = block_ids(&needs, maxima.per_row);
+    stats.sampler_s += t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let picked = maxima
+        .blocks
+        .index_select(&Tensor::from_slice(&ids, ids.len(), logits.device())?, 0)?;
+    let data: Vec<f32> = picked.flatten_all()?.to_vec1()?;
+    stats.transfers += 1;
+    stats.transfer_bytes += data.len() * 4;
+    stats.transfer_s += t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let starts = block_starts(&needs, maxima.per_row);
+    let mut out: Vec<Option<u32>> = needs
+        .par_iter()
+        .zip(rows.par_iter())
+        .zip(starts.par_iter())
+        .map(|((need, &(sampling, u)), &start)| draw(need, sampling, u, &data[start..], vocab))
         .collect();
+    stats.sampler_s += t.elapsed().as_secs_f64();
+
+    // Draws too close to call from the candidates: the whole row, as the host does.
+    for r in 0..n {
+        if out[r].is_none() {
+            out[r] = Some(by_reference(&logits, r, rows[r], stats)?);
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// A step's logits cut into blocks of [`BLOCK`] (the last one of each row padded with
+/// -inf), and what the host read of them: each row's block maxima, then its NaN flag.
+struct BlockMaxima {
+    /// (rows x blocks per row, BLOCK), on the logits' device.
+    blocks: Tensor,
+    per_row: usize,
+    summary: Vec<f32>,
+}
+
+impl BlockMaxima {
+    /// Reduces every block of `logits` (rows, vocab) in f32 to its maximum where the
+    /// logits are, and reads the maxima and NaN flags back: one transfer.
+    fn read(logits: &Tensor, stats: &mut ChoiceStats) -> Result<BlockMaxima> {
+        let (n, vocab) = logits.dims2()?;
+        let nb = vocab.div_ceil(BLOCK);
+        let pad = nb * BLOCK - vocab;
+        let padded = if pad == 0 {
+            logits.clone()
+        } else {
+            let fill = Tensor::full(f32::NEG_INFINITY, (n, pad), logits.device())?;
+            Tensor::cat(&[logits, &fill], 1)?
+        };
+        let blocks = padded.reshape((n * nb, BLOCK))?;
+        let maxima = blocks.max_keepdim(1)?.reshape((n, nb))?;
+        let nan = logits.ne(logits)?.to_dtype(DType::F32)?.max_keepdim(1)?;
+        let summary: Vec<f32> = Tensor::cat(&[&maxima, &nan], 1)?.flatten_all()?.to_vec1()?;
+        stats.transfers += 1;
+        stats.transfer_bytes += summary.len() * 4;
+        Ok(BlockMaxima {
+            blocks,
+            per_row: nb,
+            summary,
+        })
+    }
+
+    /// What the host reads of each row, drawn as `rows` says.
+    fn needs(&self, rows: &[(Sampling, f64)]) -> Vec<Need> {
+        let nb = self.per_row;
+        self.summary
+            .chunks(nb + 1)
+            .zip(rows)
+            .map(|(s, &(sampling, _))| need(&s[..nb], s[nb] != 0.0, sampling))
+            .collect()
+    }
+}
+
+/// The blocks (numbered across rows of `nb` blocks each) that the rows' needs read, in
+/// row order.
+fn block_ids(needs: &[Need], nb: usize) -> Vec<u32> {
     let mut ids: Vec<u32> = Vec::new();
     for (r, need) in needs.iter().enumerate() {
         let first = (r * nb) as u32;
@@ -104,18 +166,12 @@ pub fn next_tokens(
             Need::Candidates { blocks, .. } => ids.extend(blocks.iter().map(|&b| first + b as u32)),
         }
     }
-    stats.sampler_s += t.elapsed().as_secs_f64();
+    ids
+}
 
-    let t = Instant::now();
-    let picked = blocks.index_select(&Tensor::from_slice(&ids, ids.len(), dev)?, 0)?;
-    let data: Vec<f32> = picked.flatten_all()?.to_vec1()?;
-    stats.transfers += 1;
-    stats.transfer_bytes += data.len() * 4;
-    stats.transfer_s += t.elapsed().as_secs_f64();
-
-    // Each row's blocks start where the previous row's end.
-    let t = Instant::now();
-    let starts: Vec<usize> = needs
+/// Where each row's blocks start in the data read back: where the previous row's end.
+fn block_starts(needs: &[Need], nb: usize) -> Vec<usize> {
+    needs
         .iter()
         .scan(0, |at, need| {
             let start = *at;
@@ -126,55 +182,52 @@ pub fn next_tokens(
             };
             Some(start * BLOCK)
         })
-        .collect();
-    let mut out: Vec<Option<u32>> = needs
-        .par_iter()
-        .zip(rows.par_iter())
-        .zip(starts.par_iter())
-        .map(|((need, &(sampling, u)), &start)| {
-            let read = &data[start..];
-            let len = |b: usize| BLOCK.min(vocab - b * BLOCK);
-            match need {
-                Need::Row => Some(sampler::choose(&read[..vocab], sampling, u)),
-                Need::Argmax(b) => Some((b * BLOCK) as u32 + sampler::argmax(&read[..len(*b)])),
-                Need::Candidates {
-                    blocks,
-                    max,
-                    temperature,
-                    top_p,
-                } => {
-                    let tokens = blocks.iter().enumerate().flat_map(|(k, &b)| {
-                        read[k * BLOCK..][..len(b)]
-                            .iter()
-                            .enumerate()
-                            .map(move |(j, &l)| ((b * BLOCK + j) as u32, l))
-                    });
-                    match nucleus::draw_among(*max, vocab, tokens, WITHIN, *temperature, *top_p, u)
-                    {
-                        Draw::Token(token) => Some(token),
-                        Draw::Reference => None,
-                    }
-                }
-            }
-        })
-        .collect();
-    stats.sampler_s += t.elapsed().as_secs_f64();
+        .collect()
+}
 
-    // Draws too close to call from the candidates: the whole row, as the host does.
-    for r in 0..n {
-        if out[r].is_some() {
-            continue;
+/// A row's token from the blocks `read` for its `need`; None where the candidates
+/// leave the draw undecided.
+fn draw(need: &Need, sampling: Sampling, u: f64, read: &[f32], vocab: usize) -> Option<u32> {
+    let len = |b: usize| BLOCK.min(vocab - b * BLOCK);
+    match need {
+        Need::Row => Some(sampler::choose(&read[..vocab], sampling, u)),
+        Need::Argmax(b) => Some((b * BLOCK) as u32 + sampler::argmax(&read[..len(*b)])),
+        Need::Candidates {
+            blocks,
+            max,
+            temperature,
+            top_p,
+        } => {
+            let tokens = blocks.iter().enumerate().flat_map(|(k, &b)| {
+                read[k * BLOCK..][..len(b)]
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, &l)| ((b * BLOCK + j) as u32, l))
+            });
+            match nucleus::draw_among(*max, vocab, tokens, WITHIN, *temperature, *top_p, u) {
+                Draw::Token(token) => Some(token),
+                Draw::Reference => None,
+            }
         }
-        let t = Instant::now();
-        let row: Vec<f32> = logits.get(r)?.to_vec1()?;
-        stats.transfers += 1;
-        stats.transfer_bytes += row.len() * 4;
-        stats.transfer_s += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        out[r] = Some(sampler::choose_reference(&row, rows[r].0, rows[r].1));
-        stats.sampler_s += t.elapsed().as_secs_f64();
     }
-    Ok(out.into_iter().flatten().collect())
+}
+
+/// Row `r`'s token from the whole row read back, by the reference sampler.
+fn by_reference(
+    logits: &Tensor,
+    r: usize,
+    (sampling, u): (Sampling, f64),
+    stats: &mut ChoiceStats,
+) -> Result<u32> {
+    let t = Instant::now();
+    let row: Vec<f32> = logits.get(r)?.to_vec1()?;
+    stats.transfers += 1;
+    stats.transfer_bytes += row.len() * 4;
+    stats.transfer_s += t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let token = sampler::choose_reference(&row, sampling, u);
+    stats.sampler_s += t.elapsed().as_secs_f64();
+    Ok(token)
 }
 
 /// What to read of a row with block `maxima` and a NaN flag.

@@ -3,26 +3,12 @@
 //! sampled rows read back only the blocks of logits that can hold their token
 //! ([`crate::candle::choice::readback`]), not the whole vocabulary.
 
+pub use crate::candle::choice::ChoiceStats;
 use crate::candle::choice::{readback, sampler};
 use crate::{FinishReason, Sampling};
 use candle_core::{DType, Result, Storage, Tensor};
 use rayon::prelude::*;
 use std::time::Instant;
-
-/// Host-side time and traffic of token choice, summed over steps (for `runner bench`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ChoiceStats {
-    /// Seconds waiting for logits (or greedy ids) to reach the host, including the wait
-    /// for the step's kernels to finish on an asynchronous device.
-    pub transfer_s: f64,
-    /// Seconds in the sampler on the host.
-    pub sampler_s: f64,
-    /// Transfers from the device and the bytes they moved (none on the CPU, where the
-    /// logits are read in place).
-    pub transfers: usize,
-    pub transfer_bytes: usize,
-    pub steps: usize,
-}
 
 /// Adds a row's new token, or says why the row is done: an end token (which is not
 /// kept) or the row's cap of `max_new` tokens reached with this one.

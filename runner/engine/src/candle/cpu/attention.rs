@@ -265,35 +265,28 @@ fn prefill_block(
     i1: usize,
     dst: &mut [f32],
 ) {
-    let group = s.heads / s.kv_heads;
-    let per_query = s.heads * s.d;
     if layout.past + i0 < layout.pad[b] {
-        for i in i0..i1 {
-            for hq in 0..s.heads {
-                let from = v.at(b, hq / group, layout.past + i);
-                dst[(i - i0) * per_query + hq * s.d..][..s.d]
-                    .copy_from_slice(&v.data[from..from + s.d]);
-            }
-        }
+        copy_own_values(s, v, layout, b, i0..i1, dst);
         return;
     }
-    let m = i1 - i0;
-    let lo = span(layout, window, b, i0).0;
-    let hi = span(layout, window, b, i1 - 1).1;
-    let n = hi - lo + 1;
-    let d = s.d;
+    let (lo, hi) = (
+        span(layout, window, b, i0).0,
+        span(layout, window, b, i1 - 1).1,
+    );
+    let blk = QueryBlock {
+        b,
+        i0,
+        m: i1 - i0,
+        lo,
+        n: hi - lo + 1,
+    };
+    let (group, m, n, d) = (s.heads / s.kv_heads, blk.m, blk.n, s.d);
     SCRATCH.with_borrow_mut(|x| {
         x.queries.resize(group * m * d, 0.0);
         x.scores.resize(group * m * n, 0.0);
         x.out.resize(group * m * d, 0.0);
         for h in 0..s.kv_heads {
-            // Stacked queries: row g * m + j is query i0 + j of head h * group + g.
-            for g in 0..group {
-                for j in 0..m {
-                    let from = q.at(b, h * group + g, i0 + j);
-                    x.queries[(g * m + j) * d..][..d].copy_from_slice(&q.data[from..from + d]);
-                }
-            }
+            stack_queries(&mut x.queries, q, &blk, h, group, d);
             // SAFETY: `queries` holds group*m x d floats, `scores` group*m x n and
             // `out` group*m x d; the keys and values are slots lo..=hi of key head h
             // in row b, inside the viewed tensors.
@@ -309,13 +302,7 @@ fn prefill_block(
                     x.scores.as_mut_ptr(),
                 );
             }
-            x.sums.clear();
-            for (r, row) in x.scores.chunks_mut(n).enumerate() {
-                let (a, z) = span(layout, window, b, i0 + r % m);
-                row[..a - lo].fill(0.0);
-                row[z - lo + 1..].fill(0.0);
-                x.sums.push(exp_shifted(&mut row[a - lo..=z - lo], s.scale));
-            }
+            masked_softmax(x, layout, window, &blk, s.scale);
             unsafe {
                 product_pv(
                     group * m,
@@ -328,16 +315,98 @@ fn prefill_block(
                     d as isize,
                 );
             }
-            for (r, (o, sum)) in x.out.chunks(d).zip(&x.sums).enumerate() {
-                let (g, j) = (r / m, r % m);
-                let inv = 1.0 / sum;
-                let to = &mut dst[j * per_query + (h * group + g) * d..][..d];
-                for (t, e) in to.iter_mut().zip(o) {
-                    *t = e * inv;
-                }
-            }
+            write_normalised(x, &blk, h, group, s, dst);
         }
     });
+}
+
+/// Queries i0..i0 + m of row b in a prefill, whose keys all lie in slots lo..lo + n.
+struct QueryBlock {
+    b: usize,
+    i0: usize,
+    m: usize,
+    lo: usize,
+    n: usize,
+}
+
+/// Padding queries `queries` of row b: each head's output is its own value, so that
+/// nothing undefined is written (nothing reads it).
+fn copy_own_values(
+    s: &Shape,
+    v: &View,
+    layout: &StepLayout,
+    b: usize,
+    queries: std::ops::Range<usize>,
+    dst: &mut [f32],
+) {
+    let group = s.heads / s.kv_heads;
+    let per_query = s.heads * s.d;
+    let i0 = queries.start;
+    for i in queries {
+        for hq in 0..s.heads {
+            let from = v.at(b, hq / group, layout.past + i);
+            dst[(i - i0) * per_query + hq * s.d..][..s.d]
+                .copy_from_slice(&v.data[from..from + s.d]);
+        }
+    }
+}
+
+/// Copies the block's queries of the `group` query heads of key head `h` into
+/// `stacked`: row g * m + j is query i0 + j of head h * group + g.
+fn stack_queries(
+    stacked: &mut [f32],
+    q: &View,
+    blk: &QueryBlock,
+    h: usize,
+    group: usize,
+    d: usize,
+) {
+    for g in 0..group {
+        for j in 0..blk.m {
+            let from = q.at(blk.b, h * group + g, blk.i0 + j);
+            stacked[(g * blk.m + j) * d..][..d].copy_from_slice(&q.data[from..from + d]);
+        }
+    }
+}
+
+/// Each stacked query's scores over its own span, exponentiated (zero outside the
+/// span), with their sums in `x.sums`.
+fn masked_softmax(
+    x: &mut Scratch,
+    layout: &StepLayout,
+    window: Option<usize>,
+    blk: &QueryBlock,
+    scale: f32,
+) {
+    let lo = blk.lo;
+    x.sums.clear();
+    for (r, row) in x.scores.chunks_mut(blk.n).enumerate() {
+        let (a, z) = span(layout, window, blk.b, blk.i0 + r % blk.m);
+        row[..a - lo].fill(0.0);
+        row[z - lo + 1..].fill(0.0);
+        x.sums.push(exp_shifted(&mut row[a - lo..=z - lo], scale));
+    }
+}
+
+/// Writes the stacked outputs of key head `h`, each divided by its softmax sum, to
+/// their queries' places in the block's output `dst`.
+fn write_normalised(
+    x: &Scratch,
+    blk: &QueryBlock,
+    h: usize,
+    group: usize,
+    s: &Shape,
+    dst: &mut [f32],
+) {
+    let (d, per_query) = (s.d, s.heads * s.d);
+    for (r, (o, sum)) in x.out.chunks(d).zip(&x.sums).enumerate() {
+        let (g, j) = (r / blk.m, r % blk.m);
+        let inv = 1.0 / sum;
+        let to = &mut dst[j * per_query + (h * group + g) * d..][..d];
+        for (t, e) in to.iter_mut().zip(o) {
+            *t = e * inv;
+        }
+    }
 }
 
 /// scores (m x n, dense) = queries (m x d, rows `q_rs` apart) . keys (n x d, rows
@@ -419,152 +488,4 @@ unsafe fn product_pv(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use candle_core::{DType, Device};
-
-    #[test]
-    fn query_blocks_divide_the_prefill_chunk_alignment() {
-        // Chunked prefill is bit-identical to whole prefill only if every chunk ends on
-        // a block boundary.
-        let align = crate::candle::runtime::continuous::PREFILL_ALIGN;
-        for group in 1..=64 {
-            let b = block_len(group);
-            assert!(
-                b >= 1 && align.is_multiple_of(b),
-                "group {group}: block {b}"
-            );
-        }
-        assert_eq!(
-            block_len(7),
-            16,
-            "Qwen2.5-7B: 28 query heads on 4 key heads"
-        );
-    }
-
-    /// Reference: dense scores, the layout's additive mask, softmax, all with candle.
-    fn reference(
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        layout: &StepLayout,
-        window: Option<usize>,
-        scale: f64,
-    ) -> Result<Tensor> {
-        let (rows, heads, new, d) = q.dims4()?;
-        let (_, kv, slots, _) = k.dims4()?;
-        let group = heads / kv;
-        let k = k
-            .unsqueeze(2)?
-            .expand((rows, kv, group, slots, d))?
-            .reshape((rows, heads, slots, d))?;
-        let v = v
-            .unsqueeze(2)?
-            .expand((rows, kv, group, slots, d))?
-            .reshape((rows, heads, slots, d))?;
-        let mask = Tensor::from_vec(layout.mask(window), (rows, 1, new, slots), q.device())?;
-        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .reshape((rows, new, heads * d))
-    }
-
-    fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
-        (a - b)?
-            .abs()?
-            .flatten_all()?
-            .max(0)?
-            .to_dtype(DType::F32)?
-            .to_scalar::<f32>()
-    }
-
-    #[test]
-    fn fused_attention_matches_masked_dense_attention() -> Result<()> {
-        let dev = Device::Cpu;
-        // (past, new, pads, window): a prefill longer than a block with padding, a
-        // continued prefill, a decode step, and sliding windows.
-        let cases: [(usize, usize, Vec<usize>, Option<usize>); 5] = [
-            (0, 150, vec![0, 37, 149], None),
-            (0, 150, vec![0, 70], Some(20)),
-            (40, 90, vec![0, 100], None),
-            (129, 1, vec![0, 5, 129], None),
-            (129, 1, vec![0, 100], Some(16)),
-        ];
-        for (past, new, pad, window) in cases {
-            let (rows, heads, kv, d) = (pad.len(), 6, 2, 16);
-            let slots = past + new;
-            let q = Tensor::randn(0f32, 1.0, (rows, heads, new, d), &dev)?;
-            // Keys and values as views into a wider cache buffer, as the engine has them.
-            let kbuf = Tensor::randn(0f32, 1.0, (rows, kv, slots + 7, d), &dev)?;
-            let vbuf = Tensor::randn(0f32, 1.0, (rows, kv, slots + 7, d), &dev)?;
-            let (k, v) = (kbuf.narrow(2, 0, slots)?, vbuf.narrow(2, 0, slots)?);
-            let layout = StepLayout { past, new, pad };
-            let got = attention(&q, &k, &v, &layout, window, 0.25)?;
-            let want = reference(&q, &k, &v, &layout, window, 0.25)?;
-            let diff = max_diff(&got, &want)?;
-            assert!(
-                diff < 1e-5,
-                "past {past} new {new} window {window:?}: {diff}"
-            );
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn shapes_that_do_not_fit_are_refused_before_any_read() -> Result<()> {
-        let dev = Device::Cpu;
-        let layout = StepLayout {
-            past: 0,
-            new: 4,
-            pad: vec![0],
-        };
-        let q = Tensor::zeros((1, 4, 4, 8), DType::F32, &dev)?;
-        let k = Tensor::zeros((1, 2, 4, 8), DType::F32, &dev)?;
-        let short_v = Tensor::zeros((1, 2, 3, 8), DType::F32, &dev)?;
-        let odd_k = Tensor::zeros((1, 3, 4, 8), DType::F32, &dev)?;
-        for (k, v) in [(&k, &short_v), (&odd_k, &odd_k)] {
-            let err = attention(&q, k, v, &layout, None, 1.0).unwrap_err();
-            assert!(err.to_string().contains("shapes do not fit"), "{err}");
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn a_rows_result_does_not_depend_on_the_padding_its_batch_gives_it() -> Result<()> {
-        let dev = Device::Cpu;
-        let (heads, kv, d, len) = (4, 2, 16, 140);
-        let q = Tensor::randn(0f32, 1.0, (1, heads, len, d), &dev)?;
-        let k = Tensor::randn(0f32, 1.0, (1, kv, len, d), &dev)?;
-        let v = Tensor::randn(0f32, 1.0, (1, kv, len, d), &dev)?;
-        let alone = StepLayout {
-            past: 0,
-            new: len,
-            pad: vec![0],
-        };
-        let want = attention(&q, &k, &v, &alone, None, 0.25)?;
-        for extra in [1, 5, 63, 64, 100] {
-            let padded = |t: &Tensor| -> Result<Tensor> {
-                let z = Tensor::zeros((1, t.dim(1)?, extra, d), DType::F32, &dev)?;
-                Tensor::cat(&[&z, t], 2)
-            };
-            let layout = StepLayout {
-                past: 0,
-                new: len + extra,
-                pad: vec![extra],
-            };
-            let got = attention(
-                &padded(&q)?,
-                &padded(&k)?,
-                &padded(&v)?,
-                &layout,
-                None,
-                0.25,
-            )?;
-            let got = got.narrow(1, extra, len)?;
-            assert_eq!(max_diff(&got, &want)?, 0.0, "padding {extra}");
-        }
-        Ok(())
-    }
-}
+mod tests;

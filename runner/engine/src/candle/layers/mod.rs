@@ -4,10 +4,11 @@
 use crate::candle::cpu;
 use crate::candle::cpu::row_matmul;
 pub use crate::candle::cpu::GatedAct;
-use crate::candle::models::{GateUpNames, QkvNames};
+mod names;
 use crate::candle::runtime::kv_cache::StepLayout;
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Linear, Module};
+pub use names::{GateUpNames, QkvNames, TensorNames, SEPARATE};
 
 /// Rotary embedding frequencies; the tables are computed in f32 for the positions of
 /// each step (per row, since rows sit at different positions).

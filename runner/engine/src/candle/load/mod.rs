@@ -2,10 +2,9 @@
 //! builds the model; eos ids come from both config files, the tokenizer and chat
 //! template from theirs.
 
-pub mod chat_template;
 pub mod hub;
 
-use crate::candle::load::chat_template::ChatTemplate;
+use crate::candle::chat_template::ChatTemplate;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::models as registry;
 use crate::candle::runtime::device::{default_dtype, default_row_cap, kv_budget};

@@ -7,8 +7,9 @@
 //! The multimodal checkpoints keep the decoder under `language_model.model.`; their
 //! vision tensors are never read.
 
+use crate::candle::layers::TensorNames;
 use crate::candle::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
-use crate::candle::models::{ModelConfig, TensorNames};
+use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};

@@ -7,10 +7,11 @@
 //! stores q, k, v and gate, up as fused matrices (the registry's tensor names) and may
 //! attend over a sliding window.
 
+use crate::candle::layers::TensorNames;
 use crate::candle::layers::{
     self, attention, GatedAct, GatedMlp, Mask, QkvProjection, RmsNorm, Rope,
 };
-use crate::candle::models::{ModelConfig, TensorNames};
+use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::CausalLm;
 use candle_core::{DType, Module, Result, Tensor};

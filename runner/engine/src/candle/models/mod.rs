@@ -7,7 +7,9 @@ pub mod configs;
 pub mod gemma3;
 pub mod llama;
 
-use crate::candle::load::chat_template::known;
+use crate::candle::chat_template::known;
+use crate::candle::layers::SEPARATE;
+pub use crate::candle::layers::{GateUpNames, QkvNames, TensorNames};
 use crate::candle::CausalLm;
 use candle_nn::VarBuilder;
 
@@ -42,34 +44,6 @@ impl std::str::FromStr for Arch {
         }
     }
 }
-
-/// Where a decoder layer keeps its query, key and value projections.
-#[derive(Debug, Clone, Copy)]
-pub enum QkvNames {
-    /// q, k and v, each a matrix of its own.
-    Separate([&'static str; 3]),
-    /// One matrix whose rows are q's, then k's, then v's.
-    Fused(&'static str),
-}
-
-/// Where a gated MLP keeps its gate and up projections (down is always `down_proj`).
-#[derive(Debug, Clone, Copy)]
-pub enum GateUpNames {
-    Separate([&'static str; 2]),
-    /// One matrix whose rows are gate's, then up's.
-    Fused(&'static str),
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct TensorNames {
-    pub qkv: QkvNames,
-    pub gate_up: GateUpNames,
-}
-
-const SEPARATE: TensorNames = TensorNames {
-    qkv: QkvNames::Separate(["q_proj", "k_proj", "v_proj"]),
-    gate_up: GateUpNames::Separate(["gate_proj", "up_proj"]),
-};
 
 /// One architecture's parsed config.json.
 pub trait ModelConfig {

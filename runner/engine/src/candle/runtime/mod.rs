@@ -1,8 +1,12 @@
-//! The runtime: the scheduler that decides which rows run, continuous batching, the
-//! engine-owned KV cache, the device and its memory, and where the wall time goes.
+//! The runtime: the scheduler that decides which rows run, the model runner that runs
+//! them, the loops between the two, the KV cache, the device and where the time goes.
 
 pub(crate) mod continuous;
 pub mod device;
+pub(crate) mod engine_core;
 pub mod kv_cache;
+pub(crate) mod model_runner;
 pub mod phases;
+pub(crate) mod rows;
 pub(crate) mod scheduler;
+pub(crate) mod static_group;

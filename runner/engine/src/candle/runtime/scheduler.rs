@@ -1,18 +1,7 @@
-//! The scheduler: continuous batching ([`crate::candle::runtime::continuous`]) within the row and KV
-//! limits, or (as the benchmark's baseline only) static groups that decode until their
-//! longest row is done; each prompt is prefilled once and forked per seed, and the batch
-//! shrinks on out-of-memory errors.
+//! The scheduler's policy: which rows run, what each step prefills, and what becomes of
+//! finished rows' places, decided from plain numbers so that it reads apart from the work.
 
-use crate::candle::choice::sampler::StreamKey;
-use crate::candle::choice::step;
-use crate::candle::runtime::kv_cache::KvCache;
-use crate::candle::runtime::phases::{timed, PhaseTimes};
-use crate::candle::{Engine, RowDraw};
-use crate::{Backend, BatchStats, EngineError, FinishReason, Request, RequestId, Sample, Timings};
-use candle_core::Tensor;
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::ops::Range;
 
 /// How much work one forward pass may take on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +15,20 @@ pub struct BatchLimits {
     /// tokens) x the model's KV bytes per token. Measured at load time from the free
     /// memory of the device.
     pub kv_budget_bytes: usize,
+}
+
+/// Rows decoded together at most, whatever the KV budget allows: the logits of a step
+/// (rows x vocabulary in f32) must fit beside the cache too.
+pub const ROW_CAP: usize = 1024;
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            max_rows: ROW_CAP,
+            prefill_tokens: 4096,
+            kv_budget_bytes: usize::MAX,
+        }
+    }
 }
 
 /// How requests share the decode batch.
@@ -58,12 +61,12 @@ pub enum Refill {
     /// of that one row). A step costs a little more with places kept empty, but no
     /// copy of the whole cache is made when rows finish: on a GPU at hundreds of rows,
     /// where rows finish at nearly every step, such copies would cost more than the
-    /// steps themselves (see BUDGET.md, section 5).
+    /// steps themselves (see docs/gpu-budget.md, section 5).
     #[default]
     InPlace,
     /// The place is dropped at once (one copy of the rows kept, unless newcomers join
-    /// in the same step, which copies the batch once anyway): the engine's way before,
-    /// kept for `runner bench` to compare and for the invariance tests.
+    /// in the same step, which copies the batch once anyway); kept for `runner bench`
+    /// to compare and for the invariance tests.
     Compact,
 }
 
@@ -78,403 +81,211 @@ impl std::str::FromStr for Refill {
     }
 }
 
-/// Rows decoded together at most, whatever the KV budget allows: the logits of a step
-/// (rows x vocabulary in f32) must fit beside the cache too.
-pub const ROW_CAP: usize = 1024;
+/// Prefill chunks are whole multiples of this many tokens (the last one excepted). It
+/// is a multiple of the fused CPU attention's query block, so a chunked prompt runs
+/// exactly the blocks a whole one does; every other op computes a token from its own
+/// row alone, so rows stay batch-invariant on the CPU however prompts are chunked.
+pub const PREFILL_ALIGN: usize = 128;
 
-impl Default for BatchLimits {
-    fn default() -> Self {
-        BatchLimits {
-            max_rows: ROW_CAP,
-            prefill_tokens: 4096,
-            kv_budget_bytes: usize::MAX,
-        }
+/// What a request, or one row of it, asks of the batch: its rows (one per seed), its
+/// prompt tokens and its cap of new tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Demand {
+    pub rows: usize,
+    pub prompt: usize,
+    pub max_new: usize,
+}
+
+impl Demand {
+    /// Prompt and new tokens: the cache its rows may come to need.
+    pub fn extent(&self) -> usize {
+        self.prompt + self.max_new
     }
 }
 
-/// Digests of logits bits per (request, seed) and step, for batch-invariance tests.
-#[derive(Debug, Default)]
-pub struct LogitTrace(Mutex<HashMap<(String, u64), Vec<u64>>>);
+/// The scheduler's settings: the batch limits, the KV bytes of one token and how
+/// finished rows' places are refilled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    pub limits: BatchLimits,
+    pub kv_bytes_per_token: usize,
+    pub refill: Refill,
+}
 
-impl LogitTrace {
-    /// Records the logits a row's token number `step` is chosen from; a row decoded again
-    /// (after an out-of-memory retry) overwrites its earlier record.
-    pub(crate) fn record(&self, id: &RequestId, seed: u64, step: usize, logits: &[f32]) {
-        // FNV-1a over the bits: any change of any bit changes the digest.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for x in logits {
-            h = (h ^ u64::from(x.to_bits())).wrapping_mul(0x0100_0000_01b3);
+/// A newcomer's prefill work in one step: `len` more tokens of prompt number `prompt`
+/// (in the order of the prompts being prefilled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PrefillChunk {
+    pub prompt: usize,
+    pub len: usize,
+}
+
+/// The rows admitted so far in a step, against which each waiting prompt is weighed.
+pub(crate) struct Admission {
+    policy: Policy,
+    rows: usize,
+    /// The longest extent and the longest answer among the rows.
+    extent: usize,
+    answer: usize,
+}
+
+impl Admission {
+    /// Takes `d` in if its rows fit the row limit and the KV budget beside the rows
+    /// already in (see [`Policy::fits`]); the first rows always go in.
+    pub fn admits(&mut self, d: Demand) -> bool {
+        let headroom = self.policy.headroom(self.answer.max(d.max_new));
+        if !self
+            .policy
+            .fits(self.rows, self.extent, d.rows, d.extent(), headroom)
+        {
+            return false;
         }
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let v = map.entry((id.to_string(), seed)).or_default();
-        v.truncate(step);
-        v.push(h);
-    }
-
-    pub(crate) fn snapshot(&self) -> HashMap<(String, u64), Vec<u64>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.rows += d.rows;
+        self.extent = self.extent.max(d.extent());
+        self.answer = self.answer.max(d.max_new);
+        true
     }
 }
 
-impl Engine {
-    /// A finished row as the sample handed over.
-    pub(crate) fn finished_sample(
+/// The batch's cache as the cache plan sees it: each row's left padding, the slots in
+/// use and the slots its buffers hold.
+pub(crate) struct CacheShape<'a> {
+    pub pad: &'a [usize],
+    pub slots: usize,
+    pub capacity: usize,
+}
+
+/// What the cache does before a step's forward pass, given the places of finished rows
+/// and the newcomers whose first token is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CachePlan {
+    /// No row is left to decode: the batch empties.
+    Empty,
+    /// The cache stays as it is.
+    Keep,
+    /// A gather keeps the rows in use and drops the empty places.
+    Gather,
+    /// Newcomer row `k` (in order) is written over the empty place `at[k]`, one row
+    /// copied; then, if `then_gather`, a gather drops the empty places left.
+    Place { at: Vec<usize>, then_gather: bool },
+    /// One copy of the rows in use and the newcomers into a new cache with room for
+    /// `capacity` slots; the newcomers' rows follow the running ones.
+    Join { capacity: usize },
+}
+
+impl Policy {
+    /// Tokens of one prefill chunk: the step's token budget rounded down to the
+    /// alignment that keeps chunked prefill bit-identical to whole prefill.
+    pub fn prefill_chunk(&self) -> usize {
+        (self.limits.prefill_tokens / PREFILL_ALIGN).max(1) * PREFILL_ALIGN
+    }
+
+    /// Slots a joined cache keeps beyond its rows' extent: none when compacting; in
+    /// place, two answers' worth (`max_new` tokens each). A newcomer takes a place only
+    /// if its whole answer fits in the buffers, as every row's slots advance together:
+    /// two answers' room lets newcomers take places for at least one answer's length of
+    /// steps before a join copies the cache again. At the GPU's batch sizes a step reads
+    /// every row's cache anyway, so the rows this costs where the KV budget binds cost
+    /// little throughput; a copy of the cache at every step would cost much more.
+    fn headroom(&self, max_new: usize) -> usize {
+        match self.refill {
+            Refill::Compact => 0,
+            Refill::InPlace => 2 * max_new,
+        }
+    }
+
+    /// Whether `rows` more rows reaching `extent` tokens fit the row limit and the KV
+    /// budget beside the `taken` rows of longest extent `taken_extent`; the first rows
+    /// always go in. `headroom` is what the cache keeps beyond every row's extent.
+    fn fits(
         &self,
-        request: &Request,
-        seed: u64,
-        tokens: Vec<u32>,
-        prompt_tokens: usize,
-        reason: FinishReason,
-        timings: Timings,
-    ) -> Result<Sample, EngineError> {
-        Ok(Sample {
-            request_id: request.id.clone(),
-            seed,
-            text: self.decode(&tokens)?,
-            prompt_tokens,
-            token_ids: tokens,
-            reported_tokens: None,
-            finish_reason: reason,
-            timings,
-        })
+        taken: usize,
+        taken_extent: usize,
+        rows: usize,
+        extent: usize,
+        headroom: usize,
+    ) -> bool {
+        if taken == 0 {
+            return true;
+        }
+        let total = taken + rows;
+        let kv = total
+            .saturating_mul(taken_extent.max(extent) + headroom)
+            .saturating_mul(self.kv_bytes_per_token);
+        total <= self.limits.max_rows && kv <= self.limits.kv_budget_bytes
     }
 
-    /// Prefills prompts in groups that respect the token budget and joins their caches;
-    /// the logits (prompts, vocab) stay on the device.
-    pub(crate) fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache), EngineError> {
-        let mut logits = Vec::with_capacity(prompts.len());
-        let mut caches = Vec::new();
+    /// The admission of a step whose batch already holds `running` (rows decoding and
+    /// prompts being prefilled).
+    pub fn admission(&self, running: impl IntoIterator<Item = Demand>) -> Admission {
+        let mut a = Admission {
+            policy: *self,
+            rows: 0,
+            extent: 0,
+            answer: 0,
+        };
+        for d in running {
+            a.rows += d.rows;
+            a.extent = a.extent.max(d.extent());
+            a.answer = a.answer.max(d.max_new);
+        }
+        a
+    }
+
+    /// One step's prefill budget spent on the newcomers in order, `remaining[i]` prompt
+    /// tokens of newcomer `i` still to run: whole chunks until the budget is spent, the
+    /// last one running over it.
+    pub fn prefill_chunks(&self, remaining: &[usize]) -> Vec<PrefillChunk> {
+        let chunk = self.prefill_chunk();
+        let mut budget = self.limits.prefill_tokens.max(chunk);
+        let mut out = Vec::new();
+        for (prompt, &left) in remaining.iter().enumerate() {
+            let mut left = left;
+            while budget > 0 && left > 0 {
+                let len = chunk.min(left);
+                out.push(PrefillChunk { prompt, len });
+                left -= len;
+                budget = budget.saturating_sub(len);
+            }
+        }
+        out
+    }
+
+    /// Consecutive prompts (of lengths `lens`) prefilled together: a group grows while
+    /// its padded tokens (rows x longest prompt) fit the prefill budget; a group holds
+    /// at least one prompt.
+    pub fn prefill_groups(&self, lens: &[usize]) -> Vec<Range<usize>> {
+        let mut groups = Vec::new();
         let mut start = 0;
-        while start < prompts.len() {
+        while start < lens.len() {
             let mut end = start + 1;
-            let mut longest = prompts[start].len();
-            while end < prompts.len() {
-                let l = longest.max(prompts[end].len());
+            let mut longest = lens[start];
+            while end < lens.len() {
+                let l = longest.max(lens[end]);
                 if l * (end + 1 - start) > self.limits.prefill_tokens {
                     break;
                 }
                 longest = l;
                 end += 1;
             }
-            let group = &prompts[start..end];
-            let pad: Vec<usize> = group.iter().map(|p| longest - p.len()).collect();
-            let mut ids = Vec::with_capacity(group.len() * longest);
-            for (p, &k) in group.iter().zip(&pad) {
-                // Padding slots are masked out; any valid id will do.
-                ids.extend(std::iter::repeat_n(0u32, k));
-                ids.extend_from_slice(p);
-            }
-            let tokens = Tensor::from_vec(ids, (group.len(), longest), &self.device)?;
-            let mut cache = KvCache::new(self.model.layers(), pad);
-            let out = self.model.forward(&tokens, &mut cache)?;
-            logits.push(out);
-            caches.push(cache);
+            groups.push(start..end);
             start = end;
         }
-        let cache = if caches.len() == 1 {
-            caches.pop().expect("one cache")
-        } else {
-            KvCache::join(caches)?
-        };
-        let logits = if logits.len() == 1 {
-            logits.pop().expect("one part")
-        } else {
-            Tensor::cat(&logits, 0)?
-        };
-        Ok((logits, cache))
+        groups
     }
 
-    /// Decodes a group of requests that fits the row limit together.
-    fn run_group(
-        &self,
-        group: &[&Request],
-        prompts: &[Vec<u32>],
-        waiting_rows: usize,
-        batch: &mut BatchStats,
-        times: &mut PhaseTimes,
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        struct Row<'a> {
-            request: &'a Request,
-            seed: u64,
-            key: StreamKey,
-            tokens: Vec<u32>,
-            decode_s: f64,
-        }
-        let t0 = Instant::now();
-        let (prompt_logits, mut cache) = self.prefill(prompts)?;
-        // Kernels run asynchronously on a GPU: the prefill ends when they do.
-        self.device.synchronize()?;
-        let prefill_s = t0.elapsed().as_secs_f64();
-        times.prefill_s += prefill_s;
-
-        // Fork: one cache row and one logits row per (request, seed).
-        let mut fork = Vec::new();
-        let mut rows = Vec::new();
-        for (i, r) in group.iter().enumerate() {
-            for &seed in &r.seeds {
-                fork.push(i);
-                rows.push(Row {
-                    request: r,
-                    seed,
-                    key: StreamKey::new(seed, &r.id),
-                    tokens: Vec::new(),
-                    decode_s: 0.0,
-                });
-            }
-        }
-        let fork_ids: Vec<u32> = fork.iter().map(|&i| i as u32).collect();
-        let mut logits =
-            prompt_logits.index_select(&Tensor::new(fork_ids.as_slice(), &self.device)?, 0)?;
-        let group_rows = fork.len();
-        let longest = group.iter().map(|r| r.max_new_tokens).max().unwrap_or(0);
-        timed(&mut times.cache_s, || {
-            cache.select(&fork)?;
-            cache.reserve(cache.slots() + longest)
-        })?;
-
-        // A step runs from its forward pass until its tokens are chosen: on a GPU the
-        // forward pass only queues kernels, and the wait falls in the logits transfer.
-        let mut step_start: Option<Instant> = None;
-        loop {
-            let draws: Vec<RowDraw> = rows
-                .iter()
-                .map(|row| RowDraw {
-                    request: row.request,
-                    seed: row.seed,
-                    key: &row.key,
-                    generated: row.tokens.len(),
-                })
-                .collect();
-            let next = self.choose_tokens(&logits, &draws, batch, times)?;
-            if let Some(t) = step_start.take() {
-                let dt = t.elapsed().as_secs_f64();
-                rows.iter_mut().for_each(|r| r.decode_s += dt);
-            }
-            batch.generated_tokens += rows.len();
-            let mut keep = Vec::new();
-            let mut kept_rows = Vec::new();
-            let t = Instant::now();
-            for (i, (mut row, tok)) in rows.into_iter().zip(next).enumerate() {
-                match step::advance(&mut row.tokens, tok, &self.eos, row.request.max_new_tokens) {
-                    Some(reason) => on_sample(self.finished_sample(
-                        row.request,
-                        row.seed,
-                        row.tokens,
-                        prompts[fork[i]].len(),
-                        reason,
-                        Timings {
-                            prefill_s,
-                            decode_s: row.decode_s,
-                        },
-                    )?),
-                    None => {
-                        keep.push(i);
-                        kept_rows.push(row);
-                    }
-                }
-            }
-            times.hand_over_s += t.elapsed().as_secs_f64();
-            if kept_rows.is_empty() {
-                return Ok(());
-            }
-            if keep.len() < fork.len() {
-                timed(&mut times.cache_s, || cache.select(&keep))?;
-                fork = keep.iter().map(|&i| fork[i]).collect();
-            }
-            rows = kept_rows;
-            if self
-                .simulated_oom_above
-                .is_some_and(|limit| group_rows > limit)
-            {
-                return Err(EngineError::Tensor(candle_core::Error::Msg(
-                    "CUDA_ERROR_OUT_OF_MEMORY: out of memory (simulated)".into(),
-                )));
-            }
-            batch.steps += 1;
-            batch.rows_decoded += rows.len();
-            batch.row_steps += self.limits.max_rows.min(rows.len() + waiting_rows);
-            step_start = Some(Instant::now());
-            let last: Vec<u32> = rows
-                .iter()
-                .map(|r| *r.tokens.last().expect("a token was pushed"))
-                .collect();
-            let tokens = Tensor::from_vec(last, (rows.len(), 1), &self.device)?;
-            logits = timed(&mut times.forward_s, || {
-                self.model.forward(&tokens, &mut cache)
-            })?;
-        }
-    }
-}
-
-impl Backend for Engine {
-    fn describe(&self) -> String {
-        self.label.clone()
-    }
-
-    /// A few batches' worth at the row limit of prompts of 2,048 tokens, so that the
-    /// scheduler has prompts waiting when rows finish.
-    fn preferred_batch(&self) -> usize {
-        (2 * self.row_limit(2048)).clamp(64, 2048)
-    }
-
-    fn batch_stats(&self) -> Option<BatchStats> {
-        Some(self.batch_stats)
-    }
-
-    fn generate_each(
-        &mut self,
-        requests: &[Request],
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        let mut pending: Vec<(Request, Vec<u32>)> = Vec::new();
-        for r in requests {
-            if r.seeds.is_empty() {
-                continue;
-            }
-            if r.max_new_tokens == 0 {
-                return Err(EngineError::InvalidRequest {
-                    id: r.id.to_string(),
-                    message: "max_new_tokens must be at least 1".into(),
-                });
-            }
-            let ids = self.encode(&r.prompt)?;
-            if ids.is_empty() {
-                return Err(EngineError::InvalidRequest {
-                    id: r.id.to_string(),
-                    message: "the prompt encodes to no tokens".into(),
-                });
-            }
-            pending.push((r.clone(), ids));
-        }
-        match self.scheduler {
-            Scheduler::Continuous => self.continuous_with_retry(pending, on_sample),
-            Scheduler::Static => self.static_groups(pending, on_sample),
-        }
-    }
-}
-
-impl Engine {
-    /// Continuous batching; after an out-of-memory error the row limit halves and the
-    /// samples not yet handed over are decoded again (identically: rows are
-    /// batch-invariant, and a sample's randomness is keyed on its request and seed).
-    fn continuous_with_retry(
-        &mut self,
-        mut pending: Vec<(Request, Vec<u32>)>,
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
-        loop {
-            let refs: Vec<(&Request, Vec<u32>)> =
-                pending.iter().map(|(r, p)| (r, p.clone())).collect();
-            let mut stats = self.batch_stats;
-            let mut times = self.phase_times;
-            let mut peak = 0;
-            let result = self.run_continuous(
-                &refs,
-                &mut stats,
-                &mut times,
-                &mut peak,
-                &mut |s: Sample| {
-                    if emitted.insert((s.request_id.clone(), s.seed)) {
-                        on_sample(s)
-                    }
-                },
-            );
-            self.batch_stats = stats;
-            self.phase_times = times;
-            match result {
-                Err(e)
-                    if is_out_of_memory(&e) && peak / 2 >= 1 && peak / 2 < self.limits.max_rows =>
-                {
-                    eprintln!(
-                        "warning: out of memory decoding {peak} rows together; retrying with at most {}",
-                        peak / 2
-                    );
-                    self.limits.max_rows = peak / 2;
-                    for (r, _) in &mut pending {
-                        r.seeds
-                            .retain(|&seed| !emitted.contains(&(r.id.clone(), seed)));
-                    }
-                    pending.retain(|(r, _)| !r.seeds.is_empty());
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Static groups: the benchmark's baseline for continuous batching.
-    fn static_groups(
-        &mut self,
-        pending: Vec<(Request, Vec<u32>)>,
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        let pending: Vec<(&Request, Vec<u32>)> =
-            pending.iter().map(|(r, p)| (r, p.clone())).collect();
-        // Samples already handed over: a group retried after an out-of-memory error
-        // decodes them again (identically) and they are not handed over twice.
-        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
-        let mut start = 0;
-        while start < pending.len() {
-            let end = self.group_end(&pending, start);
-            let rows: usize = pending[start..end].iter().map(|(r, _)| r.seeds.len()).sum();
-            let waiting: usize = pending[end..].iter().map(|(r, _)| r.seeds.len()).sum();
-            let group: Vec<&Request> = pending[start..end].iter().map(|(r, _)| *r).collect();
-            let prompts: Vec<Vec<u32>> =
-                pending[start..end].iter().map(|(_, p)| p.clone()).collect();
-            let mut stats = self.batch_stats;
-            let mut times = self.phase_times;
-            let result = self.run_group(
-                &group,
-                &prompts,
-                waiting,
-                &mut stats,
-                &mut times,
-                &mut |s: Sample| {
-                    if emitted.insert((s.request_id.clone(), s.seed)) {
-                        on_sample(s)
-                    }
-                },
-            );
-            self.batch_stats = stats;
-            self.phase_times = times;
-            match result {
-                Err(e) if is_out_of_memory(&e) && end - start > 1 => {
-                    let shrunk: usize = pending[start..start + (end - start) / 2]
-                        .iter()
-                        .map(|(r, _)| r.seeds.len())
-                        .sum();
-                    eprintln!(
-                        "warning: out of memory decoding {rows} rows together; retrying with at most {shrunk}"
-                    );
-                    self.limits.max_rows = shrunk.max(1);
-                }
-                Err(e) => return Err(e),
-                Ok(()) => start = end,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Whether an engine error is the device running out of memory (worth a smaller batch).
-fn is_out_of_memory(e: &EngineError) -> bool {
-    let text = e.to_string().to_ascii_lowercase();
-    text.contains("out of memory") || text.contains("out_of_memory")
-}
-
-impl Engine {
-    /// The end of the group that starts at `start`: requests are added while their
-    /// rows fit `max_rows` and the group's KV cache (rows x (longest prompt + longest
-    /// budget of new tokens)) fits the KV budget; the first request always goes in.
-    fn group_end(&self, pending: &[(&Request, Vec<u32>)], start: usize) -> usize {
+    /// The end of the static group that starts at `start`: requests are added while
+    /// their rows fit `max_rows` and the group's KV cache (rows x (longest prompt +
+    /// longest budget of new tokens)) fits the KV budget; the first request always goes
+    /// in.
+    pub fn group_end(&self, pending: &[Demand], start: usize) -> usize {
         let (mut rows, mut longest_prompt, mut longest_new) = (0, 0, 0);
         let mut end = start;
         while end < pending.len() {
-            let (r, p) = &pending[end];
-            let rows2 = rows + r.seeds.len();
-            let prompt2 = longest_prompt.max(p.len());
-            let new2 = longest_new.max(r.max_new_tokens);
+            let d = pending[end];
+            let rows2 = rows + d.rows;
+            let prompt2 = longest_prompt.max(d.prompt);
+            let new2 = longest_new.max(d.max_new);
             let kv = rows2
                 .saturating_mul(prompt2 + new2)
                 .saturating_mul(self.kv_bytes_per_token);
@@ -486,37 +297,125 @@ impl Engine {
         }
         end
     }
+
+    /// What the cache does with `places` (one per row of the cache: a running row, or
+    /// None for a finished row's place) and `newcomers` (each with the rows, at least
+    /// one, still decoding after its first token) before the forward pass; `waiting`
+    /// says whether prompts still wait to come in.
+    ///
+    /// Compacting ([`Refill::Compact`]), or where a newcomer cannot take a place: one
+    /// copy of the cache drops the finished rows and adds the newcomers (left-padding
+    /// the shorter rows), or without newcomers a gather keeps the rows in use. In place
+    /// ([`Refill::InPlace`]): see [`Policy::place_plan`].
+    pub fn cache_plan(
+        &self,
+        places: &[Option<Demand>],
+        cache: Option<CacheShape>,
+        newcomers: &[Demand],
+        waiting: bool,
+    ) -> CachePlan {
+        let live = places.iter().filter(|p| p.is_some()).count();
+        let cache = cache.filter(|_| live > 0);
+        let joining: usize = newcomers.iter().map(|d| d.rows).sum();
+        let Some(cache) = cache else {
+            if joining == 0 {
+                return CachePlan::Empty;
+            }
+            return CachePlan::Join {
+                capacity: self.join_capacity(places, newcomers),
+            };
+        };
+        if self.refill == Refill::InPlace {
+            if let Some(plan) = self.place_plan(places, &cache, newcomers, waiting) {
+                return plan;
+            }
+        }
+        if newcomers.is_empty() {
+            return match live < places.len() {
+                true => CachePlan::Gather,
+                false => CachePlan::Keep,
+            };
+        }
+        CachePlan::Join {
+            capacity: self.join_capacity(places, newcomers),
+        }
+    }
+
+    /// In place: each newcomer row is written over a finished row's place, which needs
+    /// a place for every newcomer and prompts no longer than the cache's slots (None
+    /// where they do not fit); places nobody takes stay until one does. A gather still
+    /// trims the cache when padding that every row skips passes a quarter of its slots
+    /// (the rows that set its length have left), and at the end of the work once half
+    /// the places are empty.
+    fn place_plan(
+        &self,
+        places: &[Option<Demand>],
+        cache: &CacheShape,
+        newcomers: &[Demand],
+        waiting: bool,
+    ) -> Option<CachePlan> {
+        let holes: Vec<usize> = (0..places.len()).filter(|&i| places[i].is_none()).collect();
+        let joining: usize = newcomers.iter().map(|d| d.rows).sum();
+        let slots = cache.slots;
+        let fit = joining <= holes.len()
+            && newcomers
+                .iter()
+                .all(|d| d.prompt <= slots && slots + d.max_new <= cache.capacity);
+        if !fit {
+            return None;
+        }
+        let at = holes[..joining].to_vec();
+        // The places in use and their padding once the newcomers are in: a newcomer's
+        // real slots end at the cache's last slot, as every row's do.
+        let mut pad = cache.pad.to_vec();
+        let mut used: Vec<bool> = places.iter().map(Option::is_some).collect();
+        let mut taken = at.iter();
+        for d in newcomers {
+            for &i in taken.by_ref().take(d.rows) {
+                pad[i] = slots - d.prompt;
+                used[i] = true;
+            }
+        }
+        let empty = holes.len() - joining;
+        let shared = (0..places.len())
+            .filter(|&i| used[i])
+            .map(|i| pad[i])
+            .min()
+            .unwrap_or(0);
+        let then_gather = shared * 4 > slots || (!waiting && empty * 2 >= places.len());
+        Some(match (at.is_empty(), then_gather) {
+            (true, true) => CachePlan::Gather,
+            (true, false) => CachePlan::Keep,
+            (false, _) => CachePlan::Place { at, then_gather },
+        })
+    }
+
+    /// Room for the longest row to finish without regrowing (and the headroom for
+    /// newcomers to take places), within what the KV budget was checked against.
+    fn join_capacity(&self, places: &[Option<Demand>], newcomers: &[Demand]) -> usize {
+        let rows = || places.iter().flatten().chain(newcomers);
+        let extent = rows().map(Demand::extent).max().unwrap_or(0);
+        let longest_answer = rows().map(|d| d.max_new).max().unwrap_or(0);
+        extent + self.headroom(longest_answer)
+    }
+
+    /// The row limit after an out-of-memory error with `peak` rows on the device: half
+    /// as many, where that is at least one and below the present limit (None: give up).
+    pub fn rows_after_out_of_memory(&self, peak: usize) -> Option<usize> {
+        let half = peak / 2;
+        (half >= 1 && half < self.limits.max_rows).then_some(half)
+    }
+}
+
+/// The row limit after an out-of-memory error in a static group of `group` requests:
+/// the rows of its first half (at least one); None for a group of one request.
+pub(crate) fn group_rows_after_out_of_memory(group: &[Demand]) -> Option<usize> {
+    if group.len() <= 1 {
+        return None;
+    }
+    let shrunk: usize = group[..group.len() / 2].iter().map(|d| d.rows).sum();
+    Some(shrunk)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::candle::{fixture, load::hub::ModelFiles};
-    use crate::{Prompt, Sampling};
-    use candle_core::Device;
-
-    #[test]
-    fn decoding_stops_before_any_declared_end_token() {
-        let dir = std::env::temp_dir().join(format!("engine-stop-{}", std::process::id()));
-        fixture::write_fixture(fixture::Arch::Qwen2, fixture::Size::Tiny, &dir).unwrap();
-        let mut e =
-            Engine::load(&ModelFiles::from_dir(&dir).unwrap(), Device::Cpu, "stop").unwrap();
-        let req = Request {
-            id: RequestId::new("stop"),
-            prompt: Prompt::Raw("the river is north".into()),
-            seeds: vec![0],
-            max_new_tokens: 6,
-            sampling: Sampling::Greedy,
-        };
-        let free = e.generate(std::slice::from_ref(&req)).unwrap().remove(0);
-        assert_eq!(free.finish_reason, FinishReason::Length);
-        assert_eq!(free.token_ids.len(), 6);
-        let end = free.token_ids[2];
-        e.eos.push(end);
-        let stopped = e.generate(std::slice::from_ref(&req)).unwrap().remove(0);
-        let cut = free.token_ids.iter().position(|&t| t == end).unwrap();
-        assert_eq!(stopped.finish_reason, FinishReason::Stop);
-        assert_eq!(stopped.token_ids, free.token_ids[..cut]);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

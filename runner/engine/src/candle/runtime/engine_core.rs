@@ -1,0 +1,205 @@
+//! The engine core: checks the requests, runs the batching loop the engine is set to,
+//! and after an out-of-memory error runs what is left again with fewer rows.
+
+use crate::candle::runtime::scheduler::{self, Demand};
+use crate::candle::runtime::{continuous, static_group};
+use crate::candle::{Engine, Scheduler};
+use crate::{Backend, BatchStats, EngineError, Request, RequestId, Sample};
+use std::collections::HashSet;
+
+impl Backend for Engine {
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+
+    /// A few batches' worth at the row limit of prompts of 2,048 tokens, so that the
+    /// scheduler has prompts waiting when rows finish.
+    fn preferred_batch(&self) -> usize {
+        (2 * self.row_limit(2048)).clamp(64, 2048)
+    }
+
+    fn batch_stats(&self) -> Option<BatchStats> {
+        Some(self.batch_stats)
+    }
+
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let mut pending: Vec<(Request, Vec<u32>)> = Vec::new();
+        for r in requests {
+            if r.seeds.is_empty() {
+                continue;
+            }
+            if r.max_new_tokens == 0 {
+                return Err(EngineError::InvalidRequest {
+                    id: r.id.to_string(),
+                    message: "max_new_tokens must be at least 1".into(),
+                });
+            }
+            let ids = self.encode(&r.prompt)?;
+            if ids.is_empty() {
+                return Err(EngineError::InvalidRequest {
+                    id: r.id.to_string(),
+                    message: "the prompt encodes to no tokens".into(),
+                });
+            }
+            pending.push((r.clone(), ids));
+        }
+        match self.scheduler {
+            Scheduler::Continuous => self.continuous_with_retry(pending, on_sample),
+            Scheduler::Static => self.static_groups(pending, on_sample),
+        }
+    }
+}
+
+impl Engine {
+    /// Continuous batching; after an out-of-memory error the row limit halves and the
+    /// samples not yet handed over are decoded again (identically: rows are
+    /// batch-invariant, and a sample's randomness is keyed on its request and seed).
+    fn continuous_with_retry(
+        &mut self,
+        mut pending: Vec<(Request, Vec<u32>)>,
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
+        loop {
+            let refs: Vec<(&Request, Vec<u32>)> =
+                pending.iter().map(|(r, p)| (r, p.clone())).collect();
+            let mut stats = self.batch_stats;
+            let mut times = self.phase_times;
+            let mut peak = 0;
+            let result = continuous::run(
+                self,
+                &refs,
+                &mut stats,
+                &mut times,
+                &mut peak,
+                &mut |s: Sample| {
+                    if emitted.insert((s.request_id.clone(), s.seed)) {
+                        on_sample(s)
+                    }
+                },
+            );
+            self.batch_stats = stats;
+            self.phase_times = times;
+            let retry = match &result {
+                Err(e) if is_out_of_memory(e) => self.policy().rows_after_out_of_memory(peak),
+                _ => None,
+            };
+            let Some(rows) = retry else {
+                return result;
+            };
+            eprintln!(
+                "warning: out of memory decoding {peak} rows together; retrying with at most {rows}"
+            );
+            self.limits.max_rows = rows;
+            for (r, _) in &mut pending {
+                r.seeds
+                    .retain(|&seed| !emitted.contains(&(r.id.clone(), seed)));
+            }
+            pending.retain(|(r, _)| !r.seeds.is_empty());
+        }
+    }
+
+    /// Static groups: the benchmark's baseline for continuous batching.
+    fn static_groups(
+        &mut self,
+        pending: Vec<(Request, Vec<u32>)>,
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let demands: Vec<Demand> = pending
+            .iter()
+            .map(|(r, p)| Demand {
+                rows: r.seeds.len(),
+                prompt: p.len(),
+                max_new: r.max_new_tokens,
+            })
+            .collect();
+        // Samples already handed over: a group retried after an out-of-memory error
+        // decodes them again (identically) and they are not handed over twice.
+        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
+        let mut start = 0;
+        while start < pending.len() {
+            let end = self.policy().group_end(&demands, start);
+            let group: Vec<&Request> = pending[start..end].iter().map(|(r, _)| r).collect();
+            let prompts: Vec<Vec<u32>> =
+                pending[start..end].iter().map(|(_, p)| p.clone()).collect();
+            let waiting: usize = demands[end..].iter().map(|d| d.rows).sum();
+            let mut stats = self.batch_stats;
+            let mut times = self.phase_times;
+            let result = static_group::run(
+                self,
+                &group,
+                &prompts,
+                waiting,
+                &mut stats,
+                &mut times,
+                &mut |s: Sample| {
+                    if emitted.insert((s.request_id.clone(), s.seed)) {
+                        on_sample(s)
+                    }
+                },
+            );
+            self.batch_stats = stats;
+            self.phase_times = times;
+            let retry = match &result {
+                Err(e) if is_out_of_memory(e) => {
+                    scheduler::group_rows_after_out_of_memory(&demands[start..end])
+                }
+                _ => None,
+            };
+            match (result, retry) {
+                (Err(_), Some(shrunk)) => {
+                    let rows: usize = demands[start..end].iter().map(|d| d.rows).sum();
+                    eprintln!(
+                        "warning: out of memory decoding {rows} rows together; retrying with at most {shrunk}"
+                    );
+                    self.limits.max_rows = shrunk.max(1);
+                }
+                (Err(e), None) => return Err(e),
+                (Ok(()), _) => start = end,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an engine error is the device running out of memory (worth a smaller batch).
+fn is_out_of_memory(e: &EngineError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    text.contains("out of memory") || text.contains("out_of_memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::candle::{fixture, load::hub::ModelFiles, Engine};
+    use crate::{Backend, FinishReason, Prompt, Request, RequestId, Sampling};
+    use candle_core::Device;
+
+    #[test]
+    fn decoding_stops_before_any_declared_end_token() {
+        let dir = std::env::temp_dir().join(format!("engine-stop-{}", std::process::id()));
+        fixture::write_fixture(fixture::Arch::Qwen2, fixture::Size::Tiny, &dir).unwrap();
+        let mut e =
+            Engine::load(&ModelFiles::from_dir(&dir).unwrap(), Device::Cpu, "stop").unwrap();
+        let req = Request {
+            id: RequestId::new("stop"),
+            prompt: Prompt::Raw("the river is north".into()),
+            seeds: vec![0],
+            max_new_tokens: 6,
+            sampling: Sampling::Greedy,
+        };
+        let free = e.generate(std::slice::from_ref(&req)).unwrap().remove(0);
+        assert_eq!(free.finish_reason, FinishReason::Length);
+        assert_eq!(free.token_ids.len(), 6);
+        let end = free.token_ids[2];
+        e.eos.push(end);
+        let stopped = e.generate(std::slice::from_ref(&req)).unwrap().remove(0);
+        let cut = free.token_ids.iter().position(|&t| t == end).unwrap();
+        assert_eq!(stopped.finish_reason, FinishReason::Stop);
+        assert_eq!(stopped.token_ids, free.token_ids[..cut]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

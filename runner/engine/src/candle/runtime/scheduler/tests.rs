@@ -1,0 +1,175 @@
+use super::*;
+
+fn policy(max_rows: usize, kv_tokens: usize, refill: Refill) -> Policy {
+    Policy {
+        limits: BatchLimits {
+            max_rows,
+            prefill_tokens: 300,
+            kv_budget_bytes: kv_tokens * 10,
+        },
+        kv_bytes_per_token: 10,
+        refill,
+    }
+}
+
+fn demand(rows: usize, prompt: usize, max_new: usize) -> Demand {
+    Demand {
+        rows,
+        prompt,
+        max_new,
+    }
+}
+
+#[test]
+fn admission_takes_prompts_while_rows_and_kv_fit_and_always_the_first() {
+    let p = policy(4, 1000, Refill::Compact);
+    let mut a = p.admission([]);
+    assert!(a.admits(demand(9, 5000, 10)), "the first rows always go in");
+    assert!(!a.admits(demand(1, 1, 1)), "the row limit");
+
+    let mut a = p.admission([demand(1, 100, 50)]);
+    assert!(a.admits(demand(2, 150, 50)), "3 rows x 200 tokens");
+    assert!(!a.admits(demand(1, 200, 60)), "4 rows x 260 tokens");
+    assert!(a.admits(demand(1, 100, 50)), "4 rows x 200 tokens");
+
+    // In place, the cache keeps two answers' room beyond the longest extent.
+    let p = policy(4, 1000, Refill::InPlace);
+    let mut a = p.admission([demand(1, 100, 50)]);
+    assert!(a.admits(demand(1, 100, 50)), "2 rows x (150 + 100)");
+    assert!(!a.admits(demand(2, 100, 60)), "4 rows x (160 + 120)");
+    assert!(a.admits(demand(2, 100, 50)), "4 rows x (150 + 100)");
+}
+
+#[test]
+fn prefill_chunks_are_aligned_and_spend_the_budget_in_order() {
+    let p = policy(8, usize::MAX / 10, Refill::InPlace);
+    assert_eq!(p.prefill_chunk(), 256);
+    let chunks = p.prefill_chunks(&[0, 600, 40]);
+    let got: Vec<(usize, usize)> = chunks.iter().map(|c| (c.prompt, c.len)).collect();
+    // A budget of 300: a whole chunk, then one more that runs over it.
+    assert_eq!(got, [(1, 256), (1, 256)]);
+    assert_eq!(
+        p.prefill_chunks(&[100, 40]).len(),
+        2,
+        "short prompts share a step"
+    );
+}
+
+#[test]
+fn prefill_groups_keep_padded_tokens_within_the_budget() {
+    let p = policy(8, usize::MAX / 10, Refill::InPlace);
+    assert_eq!(
+        p.prefill_groups(&[100, 100, 100, 400, 10]),
+        [0..3, 3..4, 4..5]
+    );
+    assert!(p.prefill_groups(&[]).is_empty());
+}
+
+#[test]
+fn static_groups_end_at_the_row_limit_or_the_kv_budget() {
+    let p = policy(4, 700, Refill::InPlace);
+    let pending = [demand(2, 100, 50), demand(2, 50, 100), demand(1, 10, 10)];
+    // The longest prompt and the longest answer, each of its own request.
+    assert_eq!(p.group_end(&pending, 0), 1, "4 rows x (100 + 100) tokens");
+    assert_eq!(p.group_end(&pending, 1), 3);
+    assert_eq!(p.group_end(&[demand(9, 900, 900)], 0), 1);
+    assert_eq!(group_rows_after_out_of_memory(&pending), Some(2));
+    assert_eq!(group_rows_after_out_of_memory(&pending[..1]), None);
+}
+
+#[test]
+fn the_row_limit_halves_after_running_out_of_memory() {
+    let p = policy(6, usize::MAX / 10, Refill::InPlace);
+    assert_eq!(p.rows_after_out_of_memory(6), Some(3));
+    assert_eq!(p.rows_after_out_of_memory(1), None);
+    assert_eq!(p.rows_after_out_of_memory(20), None, "not above the limit");
+}
+
+fn shape(pad: &[usize], slots: usize, capacity: usize) -> CacheShape<'_> {
+    CacheShape {
+        pad,
+        slots,
+        capacity,
+    }
+}
+
+#[test]
+fn newcomers_take_finished_rows_places_in_place_when_they_fit() {
+    let p = policy(8, usize::MAX / 10, Refill::InPlace);
+    let row = Some(demand(1, 100, 50));
+    let places = [row, None, row, None];
+    let pad = [0, 0, 10, 0];
+    let one = [demand(1, 80, 50)];
+    let plan = p.cache_plan(&places, Some(shape(&pad, 120, 300)), &one, true);
+    assert_eq!(
+        plan,
+        CachePlan::Place {
+            at: vec![1],
+            then_gather: false
+        }
+    );
+    // At the end of the work, half the places empty: the cache is gathered.
+    let ending = [row, None, None, None];
+    let plan = p.cache_plan(&ending, Some(shape(&pad, 120, 300)), &one, false);
+    assert_eq!(
+        plan,
+        CachePlan::Place {
+            at: vec![1],
+            then_gather: true
+        }
+    );
+    // No room for the answer, a prompt longer than the slots, more newcomers than
+    // places: a join, with room for the longest row and two answers.
+    let join = CachePlan::Join { capacity: 250 };
+    assert_eq!(
+        p.cache_plan(&places, Some(shape(&pad, 120, 160)), &one, true),
+        join
+    );
+    let long = [demand(1, 121, 40)];
+    assert_eq!(
+        p.cache_plan(&places, Some(shape(&pad, 120, 300)), &long, true),
+        CachePlan::Join { capacity: 261 }
+    );
+    let three = [demand(3, 80, 50)];
+    assert_eq!(
+        p.cache_plan(&places, Some(shape(&pad, 120, 300)), &three, true),
+        join
+    );
+}
+
+#[test]
+fn without_newcomers_the_cache_is_kept_gathered_or_emptied() {
+    let row = Some(demand(1, 100, 50));
+    let compact = policy(8, usize::MAX / 10, Refill::Compact);
+    let in_place = policy(8, usize::MAX / 10, Refill::InPlace);
+    let pad = [0, 0, 0];
+    let c = || Some(shape(&pad, 120, 300));
+    assert_eq!(
+        compact.cache_plan(&[row, None, row], c(), &[], true),
+        CachePlan::Gather
+    );
+    assert_eq!(
+        compact.cache_plan(&[row, row, row], c(), &[], true),
+        CachePlan::Keep
+    );
+    assert_eq!(
+        in_place.cache_plan(&[row, None, row], c(), &[], true),
+        CachePlan::Keep
+    );
+    // Padding every row skips past a quarter of the slots: trimmed.
+    let pad = [40, 31, 35];
+    let trimmed = Some(shape(&pad, 120, 300));
+    assert_eq!(
+        in_place.cache_plan(&[row, row, row], trimmed, &[], true),
+        CachePlan::Gather
+    );
+    assert_eq!(
+        in_place.cache_plan(&[None, None], c(), &[], true),
+        CachePlan::Empty
+    );
+    assert_eq!(in_place.cache_plan(&[], None, &[], true), CachePlan::Empty);
+    assert_eq!(
+        compact.cache_plan(&[None], c(), &[demand(2, 10, 5)], true),
+        CachePlan::Join { capacity: 15 }
+    );
+}
