@@ -12,6 +12,7 @@ pub mod candle;
 pub mod digest;
 pub mod finish;
 pub mod id;
+pub mod process;
 pub mod served;
 
 use serde::{Deserialize, Serialize};

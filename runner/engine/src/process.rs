@@ -1,0 +1,44 @@
+//! Process-wide settings for inference on the CPU, made once by the binary before any
+//! other thread starts: candle's thread count read once, and freed memory kept for reuse.
+
+/// Sets both; call it first thing in `main`, before any thread exists (it sets an
+/// environment variable, which is unsound while other threads read the environment).
+pub fn tune() {
+    keep_freed_memory();
+    count_cores_once();
+}
+
+/// candle asks how many threads a CPU matrix product may use at every product, and
+/// unless `RAYON_NUM_THREADS` is set it answers by reading `/proc/cpuinfo` (for the
+/// physical cores), many times per decode step. Setting the variable once to that
+/// same count makes every later answer a lookup. rayon's
+/// global pool reads the same variable, so it is built here with its own default (the
+/// logical CPUs): neither pool changes size.
+fn count_cores_once() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return;
+    }
+    let physical = candle_core::utils::get_num_threads();
+    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // No other thread exists yet, so nothing reads the environment meanwhile.
+    std::env::set_var("RAYON_NUM_THREADS", physical.to_string());
+    // A pool already built (there is none this early) keeps its size.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(logical)
+        .build_global();
+}
+
+/// Every layer of a forward pass allocates and frees tensors of megabytes. By default
+/// glibc serves those with fresh mappings or a heap top it trims on every free, so each
+/// use starts with a page fault and zeroing per 4 KiB page. With 256 MiB of slack kept
+/// at the heap top and blocks up to 32 MiB served from the heap, freed memory is
+/// reused instead. The cost is resident memory that stays after a peak.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it is called before any other
+    // thread exists.
+    unsafe {
+        libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    }
+}
