@@ -17,4 +17,5 @@ pub mod report;
 pub mod run;
 pub mod stats;
 pub mod strict;
-pub mod suite;
+
+pub use run::suite;

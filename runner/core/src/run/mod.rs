@@ -12,6 +12,7 @@ pub mod limits;
 pub mod manifest;
 pub mod model;
 pub mod rescore;
+pub mod suite;
 
 use crate::journal::batches::BatchLog;
 use crate::journal::{self, Journal, JournalError, Manifest, SampleRecord};

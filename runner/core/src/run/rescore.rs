@@ -72,13 +72,9 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
             "give one or more run folders (outputs/<model>/<run>), or --bench".into(),
         ));
     }
-    let mut runs: Vec<(String, Vec<SampleRecord>)> = Vec::new();
-    let mut manifests = Vec::new();
+    let mut pool = Pool::default();
     let mut workload = None;
     let mut family = None;
-    // Which run first holds each (model, request, seed): pooled runs must not count a
-    // sample twice.
-    let mut holder: HashMap<(String, String, u64), usize> = HashMap::new();
     for (k, dir) in job.dirs.iter().enumerate() {
         let reading = journal::read_run(dir)?;
         let m = reading.manifest.clone();
@@ -93,34 +89,83 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
             )));
         }
         let label = label_of(&m, dir);
-        let title = format!("{}: {label}", w.name());
-        let one = [(label.clone(), reading.records)];
-        let summary = w.report(&one, dir, &title)?;
-        on_event(Event::Rescored {
-            dir: dir.clone(),
-            samples: one[0].1.len(),
-            summary: (job.dirs.len() == 1).then_some(summary),
-        });
-        let [(l, mut r)] = one;
-        let mut source =
-            json!({"label": l, "dir": dir, "identity": m.identity, "context": m.context});
-        // Each run's batch figures travel with its manifest into the combined report.
-        match journal::batches::read(dir) {
-            Ok(i) if i.is_empty() => {}
-            Ok(i) => source["invocations"] = json!(i),
-            Err(e) => source["invocations_error"] = json!(e.to_string()),
-        }
-        manifests.push(source);
+        let records = rescore_alone(job, dir, w.as_ref(), &label, reading.records, on_event)?;
+        pool.manifests.push(source_of(&label, dir, &m));
+        pool.add(job, k, label, records, on_event)?;
+        workload = Some(w);
+    }
+    let Some(w) = workload.filter(|_| pool.runs.len() > 1) else {
+        return Ok(());
+    };
+    write_combined(job, &pool, w.as_ref(), on_event)
+}
+
+/// Rewrites one run's reports from its records alone, and hands the records back.
+fn rescore_alone(
+    job: &Rescore,
+    dir: &Path,
+    w: &dyn Workload,
+    label: &str,
+    records: Vec<SampleRecord>,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Vec<SampleRecord>, RunError> {
+    let title = format!("{}: {label}", w.name());
+    let one = [(label.to_string(), records)];
+    let summary = w.report(&one, dir, &title)?;
+    on_event(Event::Rescored {
+        dir: dir.to_path_buf(),
+        samples: one[0].1.len(),
+        summary: (job.dirs.len() == 1).then_some(summary),
+    });
+    let [(_, records)] = one;
+    Ok(records)
+}
+
+/// A run as the combined report's provenance names it: its manifest, with the batch
+/// figures of its invocations.
+fn source_of(label: &str, dir: &Path, m: &Manifest) -> Value {
+    let mut source =
+        json!({"label": label, "dir": dir, "identity": m.identity, "context": m.context});
+    match journal::batches::read(dir) {
+        Ok(i) if i.is_empty() => {}
+        Ok(i) => source["invocations"] = json!(i),
+        Err(e) => source["invocations_error"] = json!(e.to_string()),
+    }
+    source
+}
+
+/// The runs pooled so far, with what the combined report needs of each.
+#[derive(Default)]
+struct Pool {
+    runs: Vec<(String, Vec<SampleRecord>)>,
+    manifests: Vec<Value>,
+    /// Which run first holds each (model, request, seed): pooled runs must not count a
+    /// sample twice.
+    holder: HashMap<(String, String, u64), usize>,
+}
+
+impl Pool {
+    /// Pools run `k`'s records under `label`, less the samples an earlier run holds;
+    /// those are refused unless `keep_first`.
+    fn add(
+        &mut self,
+        job: &Rescore,
+        k: usize,
+        label: String,
+        mut records: Vec<SampleRecord>,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(), RunError> {
+        let dir = &job.dirs[k];
         let mut overlap = Vec::new();
-        r.retain(|rec| {
-            let key = (l.clone(), rec.request_id.clone(), rec.seed);
-            match holder.get(&key) {
+        records.retain(|rec| {
+            let key = (label.clone(), rec.request_id.clone(), rec.seed);
+            match self.holder.get(&key) {
                 Some(&first) if first != k => {
                     overlap.push((first, rec.request_id.clone(), rec.seed));
                     false
                 }
                 _ => {
-                    holder.insert(key, k);
+                    self.holder.insert(key, k);
                     true
                 }
             }
@@ -128,9 +173,10 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
         if let Some((first, request, seed)) = overlap.first() {
             if !job.keep_first {
                 return Err(RunError::Setup(format!(
-                    "{} and {} both hold {} samples of model {l} (e.g. request {request} seed \
-                     {seed}): pooled, they would count twice. Score them apart, merge shards \
-                     with `runner merge`, or pass --keep-first to keep the first run's samples",
+                    "{} and {} both hold {} samples of model {label} (e.g. request {request} \
+                     seed {seed}): pooled, they would count twice. Score them apart, merge \
+                     shards with `runner merge`, or pass --keep-first to keep the first run's \
+                     samples",
                     job.dirs[*first].display(),
                     dir.display(),
                     overlap.len()
@@ -142,25 +188,31 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
                 holder: job.dirs[*first].clone(),
             });
         }
-        runs.push((l, r));
-        workload = Some(w);
+        self.runs.push((label, records));
+        Ok(())
     }
-    let Some(w) = workload.filter(|_| runs.len() > 1) else {
-        return Ok(());
-    };
+}
+
+/// The pooled runs' report in `job.combined_out`, beside the manifests of the runs it
+/// combines (its provenance).
+fn write_combined(
+    job: &Rescore,
+    pool: &Pool,
+    w: &dyn Workload,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<(), RunError> {
     let out = &job.combined_out;
-    // The combined report's provenance: the manifests of the runs it combines.
     let sources = out.join(crate::report::provenance::RUNS_FILE);
-    let text = serde_json::to_string_pretty(&manifests).unwrap_or_default();
+    let text = serde_json::to_string_pretty(&pool.manifests).unwrap_or_default();
     std::fs::create_dir_all(out)
         .and_then(|_| crate::fsutil::write_atomic(&sources, text.as_bytes()))
         .map_err(|source| RunError::Report {
             path: sources.clone(),
             source,
         })?;
-    let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
+    let labels: Vec<&str> = pool.runs.iter().map(|(l, _)| l.as_str()).collect();
     let title = format!("{}: combined runs ({})", w.name(), labels.join(", "));
-    let summary = w.report(&runs, out, &title)?;
+    let summary = w.report(&pool.runs, out, &title)?;
     on_event(Event::Combined {
         out: out.clone(),
         summary,

@@ -1,0 +1,227 @@
+//! The seam between the core and a suite, shown: a third suite of a few dozen lines
+//! (sums to add up, scored by exact answer, with its own one-page report and baseline)
+//! runs through the run loop, the journal, the streaming scorer, resume, the registry's
+//! rescoring and the report kit, and no other crate is touched to add it.
+
+use runner_core::baseline::answer_each;
+use runner_core::journal::{self, SampleRecord};
+use runner_core::report::{escape, write_atomic, Page};
+use runner_core::run::manifest::{manifest, usize_field};
+use runner_core::run::rescore::{rescore, Event, Rescore};
+use runner_core::run::{execute, Job, Quiet, RunError, Scoring, Workload};
+use runner_core::suite::{Registry, Suite};
+use runner_engine::digest::sha256_hex;
+use runner_engine::{Backend, EngineError, Prompt, Request, RequestId, Sample, Sampling};
+use serde_json::{json, Value};
+use std::path::Path;
+
+// ---- the suite: everything a third suite writes ----
+
+const NAME: &str = "sums-v1";
+
+struct Sums {
+    jobs: Vec<Job>,
+}
+
+impl Sums {
+    fn new(items: usize) -> Sums {
+        let jobs = (0..items)
+            .map(|i| {
+                let text = format!("{i} + {} =", 2 * i);
+                Job {
+                    request: Request {
+                        id: RequestId::new(sha256_hex(format!("{NAME}|{text}").as_bytes())),
+                        prompt: Prompt::Raw(text.clone()),
+                        seeds: vec![42, 43],
+                        max_new_tokens: 8,
+                        sampling: Sampling::Greedy,
+                    },
+                    scenario: format!("sum-{i}"),
+                    condition: "plain".into(),
+                    task: "add".into(),
+                    step: 0,
+                    prompt_sha256: sha256_hex(text.as_bytes()),
+                }
+            })
+            .collect();
+        Sums { jobs }
+    }
+
+    fn expected(&self, scenario: &str) -> Option<u64> {
+        let i: u64 = scenario.strip_prefix("sum-")?.parse().ok()?;
+        Some(3 * i)
+    }
+}
+
+impl Workload for Sums {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn identity(&self) -> Value {
+        json!({"suite": {"name": NAME, "items": self.jobs.len()}})
+    }
+    fn jobs(&self) -> &[Job] {
+        &self.jobs
+    }
+    fn headline(&self) -> &str {
+        "exact"
+    }
+    fn score(&self, r: &SampleRecord) -> Result<Scoring, String> {
+        let want = self.expected(&r.scenario).ok_or("no such sum")?;
+        let said: Option<u64> = r.text.trim().parse().ok();
+        Ok(Scoring {
+            scores: json!({"exact": said == Some(want)}),
+            correct: Some(said == Some(want)),
+            contract_failure: said.is_none(),
+        })
+    }
+    fn report(
+        &self,
+        runs: &[(String, Vec<SampleRecord>)],
+        dir: &Path,
+        title: &str,
+    ) -> Result<String, RunError> {
+        let mut rows = String::new();
+        let mut summary = String::new();
+        for (model, records) in runs {
+            let exact = records.iter().filter(|r| r.scores["exact"] == true).count();
+            let line = format!("{model}: {exact} of {} exact", records.len());
+            rows.push_str(&format!("<p>{}</p>", escape(&line)));
+            summary.push_str(&line);
+        }
+        let mut page = Page::new(title);
+        page.section("exact", "Exact sums", &rows);
+        let html = page.finish(None).map_err(|source| RunError::Report {
+            path: dir.join("report.html"),
+            source,
+        })?;
+        write_atomic(dir, "report.html", html.as_bytes()).map_err(|source| RunError::Report {
+            path: dir.join("report.html"),
+            source,
+        })?;
+        Ok(summary)
+    }
+    fn baselines(&self) -> Vec<&'static str> {
+        vec!["adder"]
+    }
+    fn baseline(&self, name: &str) -> Option<Box<dyn Backend>> {
+        (name == "adder").then(|| Box::new(Adder) as Box<dyn Backend>)
+    }
+}
+
+/// Adds up every sum, except that it shrugs at the first.
+struct Adder;
+
+impl Backend for Adder {
+    fn describe(&self) -> String {
+        "adder".into()
+    }
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        answer_each(requests, on_sample, |r| {
+            let text = r.prompt.plain_text();
+            let (a, b) = text
+                .trim_end_matches(" =")
+                .split_once(" + ")
+                .ok_or("not a sum")?;
+            let (a, b): (u64, u64) = (a.parse().map_err(|_| "a")?, b.parse().map_err(|_| "b")?);
+            Ok(if a == 0 {
+                "no idea".into()
+            } else {
+                (a + b).to_string()
+            })
+        })
+    }
+}
+
+struct SumsSuite;
+
+impl Suite for SumsSuite {
+    fn name(&self) -> &'static str {
+        "sums"
+    }
+    fn recognises(&self, identity: &Value) -> bool {
+        identity.pointer("/suite/name") == Some(&json!(NAME))
+    }
+    fn rebuild(
+        &self,
+        identity: &Value,
+        _file: Option<&Path>,
+    ) -> Result<Box<dyn Workload>, RunError> {
+        let items = usize_field(identity, "/suite/items").map_err(RunError::Identity)?;
+        Ok(Box::new(Sums::new(items)))
+    }
+}
+
+static SUITES: Registry = Registry::new(&[&SumsSuite as &dyn Suite]);
+
+// ---- the test ----
+
+#[test]
+fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alone() {
+    let dir = std::env::temp_dir().join(format!("creg-third-suite-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let sums = Sums::new(5);
+    let mut adder = sums.baseline("adder").expect("the suite's baseline");
+    let m = manifest(&sums, &json!({"name": "adder"}), &json!({}), "test");
+
+    let first = execute(adder.as_mut(), &sums, &m, &dir, "adder", &mut Quiet).unwrap();
+    // 5 sums x 2 seeds; the first sum's answers are no number: contract failures.
+    assert_eq!(first.running.total, 10);
+    assert_eq!(first.running.generated, 10);
+    assert_eq!(first.running.correct, 8);
+    assert_eq!(first.running.contract_failures, 2);
+    let journaled = journal::read_records(&dir.join(journal::JOURNAL_FILE), false).unwrap();
+    assert_eq!(journaled.records.len(), 10);
+    assert!(journaled
+        .records
+        .iter()
+        .all(|r| r.scores.get("exact").is_some()));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(
+        html.contains("sums-v1: adder") && html.contains("adder: 8 of 10 exact"),
+        "{html}"
+    );
+
+    // Run again: everything is in the journal, nothing is generated twice.
+    let again = execute(adder.as_mut(), &sums, &m, &dir, "adder", &mut Quiet).unwrap();
+    assert_eq!((again.recovered, again.running.generated), (10, 0));
+    assert_eq!(again.running.correct, 8);
+
+    // `runner score` finds the suite through the registry and rescores the journal.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let dirs = [dir.clone()];
+    let mut rescored = Vec::new();
+    let job = Rescore {
+        dirs: &dirs,
+        suite_file: None,
+        keep_first: false,
+        combined_out: dir.join("combined"),
+        suites: &SUITES,
+    };
+    rescore(&job, &mut |e| {
+        if let Event::Rescored { samples, .. } = e {
+            rescored.push(samples)
+        }
+    })
+    .unwrap();
+    assert_eq!(rescored, [10]);
+    assert!(dir.join("report.html").is_file());
+
+    // A run of a suite the registry does not hold is refused with what it holds.
+    let other = json!({"suite": {"name": "creg-v1.0"}});
+    let err = SUITES
+        .rebuild(&other, None)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("\"creg-v1.0\"") && err.contains("sums"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
