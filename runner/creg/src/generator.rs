@@ -11,11 +11,13 @@ use crate::model::{self, Facts, ModelError};
 use crate::record::*;
 use crate::spec::NormativeSpec;
 use parts::*;
+use regimes::Case;
 use runner_engine::digest::sha256_hex;
 use std::collections::BTreeSet;
 use thiserror::Error;
 
 mod parts;
+mod regimes;
 
 pub const SUITE_SEED: u64 = 20260725;
 pub const CASES_PER_REGIME: u32 = 50;
@@ -97,238 +99,60 @@ fn draws_for(regime: Regime, case: u32, attempt: u32) -> Draws {
     Draws::new(SUITE_SEED, &scope, attempt)
 }
 
+/// The regime's layout for one case at one attempt.
 fn plan(regime: Regime, case: u32, attempt: u32) -> Plan {
-    use AgentKind::{EdgeAi as Edge, IotSensor as Iot, Robot};
-    let d = &draws_for(regime, case, attempt);
-    use ProbabilityDirection::*;
-    let x = state_of_parity(case);
-    let even = case.is_multiple_of(2);
-    let delay = d.integer("delay", 3, 4);
-    let rel = |name: &str, lo: f64, hi: f64| d.hundredths(&format!("reliability/{name}"), lo, hi);
-    let conf = |name: &str, lo: f64, hi: f64| d.hundredths(&format!("confidence/{name}"), lo, hi);
-    let mut reliabilities = [
-        rel("robot", 0.70, 0.80),
-        rel("iot", 0.86, 0.94),
-        rel("edge", 0.52, 0.60),
-    ];
-    let distractor_value = if even {
+    let draws = draws_for(regime, case, attempt);
+    let k = Case::new(&draws, case);
+    let mut p = default_plan(&k);
+    match regime {
+        Regime::JustifiedRevision => regimes::justified_revision(&k, &mut p),
+        Regime::BeliefPreservation => regimes::belief_preservation(&k, &mut p),
+        Regime::SourceReliability => regimes::source_reliability(&k, &mut p),
+        Regime::ContradictionOnset => regimes::contradiction_onset(&k, &mut p),
+        Regime::ContradictionResolution => regimes::contradiction_resolution(&k, &mut p),
+        Regime::StaleDelayedEvidence => regimes::stale_delayed_evidence(&k, &mut p),
+        Regime::RelationAssociation => regimes::relation_association(&k, &mut p),
+    }
+    p
+}
+
+/// What every layout starts from: the usual reliabilities, the distractor report, the
+/// adjacency relation, and labels of a reversal to be verified.
+fn default_plan(k: &Case) -> Plan {
+    let distractor_value = if k.even {
         ObservationValue::Nominal
     } else {
         ObservationValue::Unknown
     };
-    let mut distractor = Report {
-        agent: Edge,
-        subject: "distractor",
-        predicate: ObservationPredicate::Indicator,
-        value: distractor_value,
-        confidence: conf("distractor", 0.55, 0.70),
-        event_s: 12,
-        arrival_s: 12,
-        epoch: 1,
-        supersedes: Vec::new(),
-    };
-    let mut p = Plan {
-        reliabilities,
+    Plan {
+        reliabilities: [
+            k.reliability("robot", 0.70, 0.80),
+            k.reliability("iot", 0.86, 0.94),
+            k.reliability("edge", 0.52, 0.60),
+        ],
         reports: Vec::new(),
-        distractor: distractor.clone(),
+        distractor: Report {
+            agent: AgentKind::EdgeAi,
+            subject: "distractor",
+            predicate: ObservationPredicate::Indicator,
+            value: distractor_value,
+            confidence: k.confidence("distractor", 0.55, 0.70),
+            event_s: 12,
+            arrival_s: 12,
+            epoch: 1,
+            supersedes: Vec::new(),
+        },
         relations: adjacent(),
-        distractor_object: format!("distractor-{case:03}"),
+        distractor_object: format!("distractor-{:03}", k.case),
         pair_id: None,
         expected: Expected {
             events: Vec::new(),
-            state: x,
-            direction: Reversed,
+            state: k.x,
+            direction: ProbabilityDirection::Reversed,
             action: ActionType::Verify,
         },
         confidence_only_state: None,
-    };
-    let ev = |steps: &[&[EventType]]| -> Vec<Vec<EventType>> {
-        let mut all = vec![vec![Initial]];
-        all.extend(steps.iter().map(|s| s.to_vec()));
-        all
-    };
-    let settle_action = |s: State| match s {
-        State::Anomalous => ActionType::Inspect,
-        State::Normal => ActionType::Monitor,
-    };
-    match regime {
-        Regime::JustifiedRevision => {
-            reliabilities[0] = rel("robot", 0.70, 0.75);
-            reliabilities[1] = rel("iot", 0.88, 0.92);
-            p.reports = vec![
-                condition(Robot, x, conf("a", 0.70, 0.80), 10, 0),
-                condition(Iot, x.opposite(), conf("b", 0.88, 0.95), 20, delay),
-            ];
-            p.expected.events = ev(&[&[Update], &[Isolate], &[Delayed, Onset, Update]]);
-            p.expected.state = x.opposite();
-        }
-        Regime::BeliefPreservation => {
-            p.reports = vec![
-                condition(Iot, x, conf("a", 0.86, 0.95), 10, 0),
-                condition(Robot, x.opposite(), conf("b", 0.62, 0.72), 20, delay),
-            ];
-            p.expected.events = ev(&[&[Update], &[Isolate], &[Delayed, Onset, Preserve]]);
-            p.expected.direction = Weakened;
-        }
-        Regime::SourceReliability => {
-            reliabilities[1] = rel("iot", 0.90, 0.95);
-            reliabilities[2] = rel("edge", 0.52, 0.56);
-            p.reports = vec![
-                condition(Edge, x, conf("a", 0.92, 0.97), 10, 0),
-                condition(Iot, x.opposite(), conf("b", 0.80, 0.86), 20, delay),
-            ];
-            p.expected.events = ev(&[&[Update], &[Isolate], &[Delayed, Onset, Update]]);
-            p.expected.state = x.opposite();
-            p.confidence_only_state = Some(x);
-        }
-        Regime::ContradictionOnset if even => {
-            p.reports = vec![
-                condition(Iot, State::Normal, conf("a", 0.85, 0.95), 10, 0),
-                condition(Robot, State::Anomalous, conf("b", 0.72, 0.82), 20, 0),
-            ];
-            p.expected.events = ev(&[&[Update], &[Isolate], &[Onset, Preserve]]);
-            p.expected.state = State::Normal;
-            p.expected.direction = Weakened;
-        }
-        Regime::ContradictionOnset => {
-            p.reports = vec![
-                condition(Robot, State::Anomalous, conf("a", 0.70, 0.78), 10, 0),
-                condition(Iot, State::Normal, conf("b", 0.85, 0.95), 20, delay),
-            ];
-            p.expected.events = ev(&[&[Update], &[Isolate], &[Delayed, Onset, Update]]);
-            p.expected.state = State::Normal;
-        }
-        Regime::ContradictionResolution => {
-            reliabilities[0] = rel("robot", 0.72, 0.80);
-            reliabilities[1] = rel("iot", 0.88, 0.94);
-            let (a, b, c) = if even {
-                (
-                    condition(Iot, State::Normal, conf("a", 0.80, 0.86), 10, 0),
-                    condition(Robot, State::Anomalous, conf("b", 0.78, 0.84), 20, 0),
-                    condition(Iot, State::Normal, conf("c", 0.93, 0.98), 30, delay),
-                )
-            } else {
-                (
-                    condition(Robot, State::Anomalous, conf("a", 0.70, 0.78), 10, 0),
-                    condition(Iot, State::Normal, conf("b", 0.85, 0.95), 20, 0),
-                    condition(Iot, State::Anomalous, conf("c", 0.90, 0.97), 30, delay),
-                )
-            };
-            p.reports = vec![a, b, c];
-            p.reports[2].supersedes = vec![1];
-            if case == 0 {
-                // The published worked example, value for value.
-                reliabilities = [0.78, 0.91, 0.52];
-                p.reports[0].confidence = 0.83;
-                p.reports[1].confidence = 0.84;
-                p.reports[2].confidence = 0.96;
-                p.reports[2].arrival_s = 34;
-                distractor.confidence = 0.6;
-            }
-            if even {
-                p.expected.events = ev(&[
-                    &[Update],
-                    &[Isolate],
-                    &[Onset, Preserve],
-                    &[Delayed, Resolution, Preserve],
-                ]);
-                p.expected.state = State::Normal;
-                p.expected.direction = Strengthened;
-                p.expected.action = ActionType::Monitor;
-            } else {
-                p.expected.events = ev(&[
-                    &[Update],
-                    &[Isolate],
-                    &[Onset, Update],
-                    &[Delayed, Resolution, Update],
-                ]);
-                p.expected.state = State::Anomalous;
-                p.expected.action = ActionType::Inspect;
-            }
-        }
-        Regime::StaleDelayedEvidence => {
-            let mut a = condition(Iot, x, conf("a", 0.80, 0.90), 10, 0);
-            let (d_event, s_arrival) = if even { (20, 30) } else { (26, 20) };
-            let mut late = condition(Robot, x, conf("d", 0.70, 0.85), d_event, delay);
-            let mut stale = condition(Edge, x.opposite(), conf("s", 0.80, 0.95), 5, 0);
-            stale.arrival_s = s_arrival;
-            a.epoch = 2;
-            late.epoch = 2;
-            distractor.epoch = 2;
-            if even {
-                p.reports = vec![a, late, stale];
-                p.expected.events = ev(&[
-                    &[Update],
-                    &[Isolate],
-                    &[Delayed, Preserve],
-                    &[Delayed, Stale, Preserve],
-                ]);
-                p.expected.direction = Preserved;
-            } else {
-                p.reports = vec![a, stale, late];
-                p.expected.events = ev(&[
-                    &[Update],
-                    &[Isolate],
-                    &[Delayed, Stale, Preserve],
-                    &[Delayed, Preserve],
-                ]);
-                p.expected.direction = Strengthened;
-            }
-            p.expected.action = settle_action(x);
-        }
-        Regime::RelationAssociation => {
-            let pair = case / 2;
-            let twin_b = case % 2 == 1;
-            let v = state_of_parity(pair);
-            let reading = |agent, sensor, value: State, name: &str, event_s| Report {
-                agent,
-                subject: sensor,
-                predicate: ObservationPredicate::Reading,
-                value: value.into(),
-                confidence: d.hundredths(&format!("confidence/{name}"), 0.75, 0.95),
-                event_s,
-                arrival_s: event_s,
-                epoch: 1,
-                supersedes: Vec::new(),
-            };
-            reliabilities = [
-                d.hundredths("reliability/robot", 0.70, 0.80),
-                d.hundredths("reliability/iot", 0.86, 0.94),
-                d.hundredths("reliability/edge", 0.52, 0.60),
-            ];
-            p.reports = vec![
-                reading(Iot, "sensor-a", v, "r1", 10),
-                reading(Robot, "sensor-b", v.opposite(), "r2", 20),
-            ];
-            distractor.value = if pair <= 12 {
-                ObservationValue::Nominal
-            } else {
-                ObservationValue::Unknown
-            };
-            distractor.confidence = d.hundredths("confidence/distractor", 0.55, 0.70);
-            distractor.event_s = 30;
-            distractor.arrival_s = 30;
-            p.distractor_object = format!("distractor-{:03}", pair * 2);
-            p.pair_id = Some(format!("relation_association-pair-{pair:02}"));
-            let (to_g1, to_g2) = if twin_b {
-                ("sensor-b", "sensor-a")
-            } else {
-                ("sensor-a", "sensor-b")
-            };
-            p.relations = vec![measures(to_g1, "gauge-1"), measures(to_g2, "gauge-2")];
-            p.expected.events = if twin_b {
-                ev(&[&[Isolate], &[Assoc, Update], &[Isolate]])
-            } else {
-                ev(&[&[Assoc, Update], &[Isolate], &[Isolate]])
-            };
-            p.expected.state = if twin_b { v.opposite() } else { v };
-            p.expected.direction = Preserved;
-            p.expected.action = settle_action(p.expected.state);
-        }
     }
-    p.reliabilities = reliabilities;
-    p.distractor = distractor;
-    p
 }
 
 /// Lays the plan out as the scenario's agents, objects, relations and observations.

@@ -117,6 +117,9 @@ pub fn parse_jsonl(file: &Path, text: &str) -> Result<Vec<Scenario>, LoadError> 
     Ok(scenarios)
 }
 
+/// What is wrong with a record: the offending field path and the problem.
+type Invalid = (String, String);
+
 /// Checks that every id a record uses refers to something in it, and that times and
 /// probabilities are in range. Returns the offending field path and what is wrong.
 pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
@@ -126,13 +129,6 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
     if evidence.len() != s.observations.len() {
         return Err(("observations".into(), "two observations share an id".into()));
     }
-    let in_unit = |field: String, v: f64, lo: f64| {
-        if (lo..=1.0).contains(&v) {
-            Ok(())
-        } else {
-            Err((field, format!("{v} is outside [{lo}, 1]")))
-        }
-    };
     for (i, a) in s.agents.iter().enumerate() {
         in_unit(
             format!("agents[{i}].metadata.reliability"),
@@ -141,80 +137,121 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
         )?;
     }
     for (i, r) in s.relations.iter().enumerate() {
-        for (name, id) in [("source_id", &r.source_id), ("target_id", &r.target_id)] {
-            if !objects.contains(id) {
-                return Err((format!("relations[{i}].{name}"), format!("no object {id}")));
-            }
-        }
-        in_unit(format!("relations[{i}].confidence"), r.confidence, 0.0)?;
+        validate_relation(i, r, &objects)?;
     }
     for (i, o) in s.observations.iter().enumerate() {
-        let at = |f: &str| format!("observations[{i}].{f}");
-        if !agents.contains(&o.agent_id) {
-            return Err((at("agent_id"), format!("no agent {}", o.agent_id)));
-        }
-        if !objects.contains(&o.subject_id) {
-            return Err((at("subject_id"), format!("no object {}", o.subject_id)));
-        }
-        in_unit(at("confidence"), o.confidence, 0.5)?;
-        if parse_time(&o.timestamp).is_none() {
-            return Err((
-                at("timestamp"),
-                format!("{:?} is not an RFC 3339 time", o.timestamp),
-            ));
-        }
-        if parse_time(&o.metadata.arrival_time).is_none() {
-            return Err((
-                at("metadata.arrival_time"),
-                format!("{:?} is not an RFC 3339 time", o.metadata.arrival_time),
-            ));
-        }
-        for (j, id) in o.metadata.supersedes_evidence_ids.iter().enumerate() {
-            if !evidence.contains(id) {
-                return Err((
-                    at(&format!("metadata.supersedes_evidence_ids[{j}]")),
-                    format!("no observation {id}"),
-                ));
-            }
-        }
+        validate_observation(i, o, &agents, &objects, &evidence)?;
     }
-    let known = |field: String, ids: &[EvidenceId]| {
-        for (j, id) in ids.iter().enumerate() {
-            if !evidence.contains(id) {
-                return Err((format!("{field}[{j}]"), format!("no observation {id}")));
-            }
-        }
-        Ok(())
-    };
     for (k, step) in s.evaluation.belief_trajectory.iter().enumerate() {
-        let at = |f: &str| format!("evaluation.belief_trajectory[{k}].{f}");
-        known(at("new_evidence_ids"), &step.new_evidence_ids)?;
-        known(at("active_evidence_ids"), &step.active_evidence_ids)?;
-        known(at("stale_evidence_ids"), &step.stale_evidence_ids)?;
-        known(at("superseded_evidence_ids"), &step.superseded_evidence_ids)?;
-        known(at("isolated_evidence_ids"), &step.isolated_evidence_ids)?;
-        for (b, belief) in step.reference_beliefs.iter().enumerate() {
-            let at = |f: &str| at(&format!("reference_beliefs[{b}].{f}"));
-            known(at("supporting_evidence"), &belief.supporting_evidence)?;
-            known(at("contradicting_evidence"), &belief.contradicting_evidence)?;
-            let d = &belief.reference_distribution;
-            in_unit(at("reference_distribution.anomalous"), d.anomalous, 0.0)?;
-            in_unit(at("reference_distribution.normal"), d.normal, 0.0)?;
-        }
-        for (c, record) in step.contradictions.iter().enumerate() {
-            let at = |f: &str| at(&format!("contradictions[{c}].{f}"));
-            known(at("involved_evidence_ids"), &record.involved_evidence_ids)?;
-            known(
-                at("superseded_evidence_ids"),
-                &record.superseded_evidence_ids,
-            )?;
-        }
+        validate_step(k, step, &evidence)?;
     }
     if s.evaluation.belief_trajectory.is_empty() {
         return Err((
             "evaluation.belief_trajectory".into(),
             "holds no step (step 0, the prior, is required)".into(),
         ));
+    }
+    Ok(())
+}
+
+/// `v` is in [lo, 1].
+fn in_unit(field: String, v: f64, lo: f64) -> Result<(), Invalid> {
+    if (lo..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err((field, format!("{v} is outside [{lo}, 1]")))
+    }
+}
+
+/// Every id in `ids` names an observation of the record.
+fn known_ids(
+    evidence: &BTreeSet<&EvidenceId>,
+    field: String,
+    ids: &[EvidenceId],
+) -> Result<(), Invalid> {
+    for (j, id) in ids.iter().enumerate() {
+        if !evidence.contains(id) {
+            return Err((format!("{field}[{j}]"), format!("no observation {id}")));
+        }
+    }
+    Ok(())
+}
+
+fn validate_relation(i: usize, r: &Relation, objects: &BTreeSet<&ObjectId>) -> Result<(), Invalid> {
+    for (name, id) in [("source_id", &r.source_id), ("target_id", &r.target_id)] {
+        if !objects.contains(id) {
+            return Err((format!("relations[{i}].{name}"), format!("no object {id}")));
+        }
+    }
+    in_unit(format!("relations[{i}].confidence"), r.confidence, 0.0)
+}
+
+fn validate_observation(
+    i: usize,
+    o: &Observation,
+    agents: &BTreeSet<&AgentId>,
+    objects: &BTreeSet<&ObjectId>,
+    evidence: &BTreeSet<&EvidenceId>,
+) -> Result<(), Invalid> {
+    let at = |f: &str| format!("observations[{i}].{f}");
+    if !agents.contains(&o.agent_id) {
+        return Err((at("agent_id"), format!("no agent {}", o.agent_id)));
+    }
+    if !objects.contains(&o.subject_id) {
+        return Err((at("subject_id"), format!("no object {}", o.subject_id)));
+    }
+    in_unit(at("confidence"), o.confidence, 0.5)?;
+    if parse_time(&o.timestamp).is_none() {
+        return Err((
+            at("timestamp"),
+            format!("{:?} is not an RFC 3339 time", o.timestamp),
+        ));
+    }
+    if parse_time(&o.metadata.arrival_time).is_none() {
+        return Err((
+            at("metadata.arrival_time"),
+            format!("{:?} is not an RFC 3339 time", o.metadata.arrival_time),
+        ));
+    }
+    for (j, id) in o.metadata.supersedes_evidence_ids.iter().enumerate() {
+        if !evidence.contains(id) {
+            return Err((
+                at(&format!("metadata.supersedes_evidence_ids[{j}]")),
+                format!("no observation {id}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every evidence id a stored step cites, and its beliefs' distributions.
+fn validate_step(
+    k: usize,
+    step: &TrajectoryStep,
+    evidence: &BTreeSet<&EvidenceId>,
+) -> Result<(), Invalid> {
+    let at = |f: &str| format!("evaluation.belief_trajectory[{k}].{f}");
+    let known = |field, ids: &[EvidenceId]| known_ids(evidence, field, ids);
+    known(at("new_evidence_ids"), &step.new_evidence_ids)?;
+    known(at("active_evidence_ids"), &step.active_evidence_ids)?;
+    known(at("stale_evidence_ids"), &step.stale_evidence_ids)?;
+    known(at("superseded_evidence_ids"), &step.superseded_evidence_ids)?;
+    known(at("isolated_evidence_ids"), &step.isolated_evidence_ids)?;
+    for (b, belief) in step.reference_beliefs.iter().enumerate() {
+        let at = |f: &str| at(&format!("reference_beliefs[{b}].{f}"));
+        known(at("supporting_evidence"), &belief.supporting_evidence)?;
+        known(at("contradicting_evidence"), &belief.contradicting_evidence)?;
+        let d = &belief.reference_distribution;
+        in_unit(at("reference_distribution.anomalous"), d.anomalous, 0.0)?;
+        in_unit(at("reference_distribution.normal"), d.normal, 0.0)?;
+    }
+    for (c, record) in step.contradictions.iter().enumerate() {
+        let at = |f: &str| at(&format!("contradictions[{c}].{f}"));
+        known(at("involved_evidence_ids"), &record.involved_evidence_ids)?;
+        known(
+            at("superseded_evidence_ids"),
+            &record.superseded_evidence_ids,
+        )?;
     }
     Ok(())
 }

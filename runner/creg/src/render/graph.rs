@@ -3,7 +3,7 @@
 //! ablations and the shuffled control.
 
 use crate::render::condition::{Condition, Content};
-use crate::render::facts::Facts;
+use crate::render::facts::{AgentFacts, EntityFacts, EvidenceFacts, Facts, RelationFacts};
 use crate::render::layout::{Item, Layout, Section};
 use crate::render::pretty::{self, V};
 
@@ -13,82 +13,15 @@ pub const SHUFFLE_SEED: u64 = 20260725;
 const RECORD_INDENT: usize = 4;
 
 pub fn layout(f: &Facts, c: Condition, legend: &str, scenario_id: &str) -> Layout {
-    let keep = |x| c.keeps(x);
-    let mut nodes = Vec::new();
-    for a in &f.agents {
-        let mut fields = vec![
-            ("id", V::Str(a.id)),
-            ("type", V::Str("agent")),
-            ("kind", V::Str(a.kind)),
-        ];
-        if keep(Content::Reliability) {
-            fields.push(("reliability", V::Raw(&a.reliability)));
-        }
-        nodes.push(record(0, &fields));
-    }
-    for e in &f.entities {
-        nodes.push(record(
-            0,
-            &[
-                ("id", V::Str(e.id)),
-                ("type", V::Str("entity")),
-                ("label", V::Str(e.label)),
-                ("category", V::Str(e.category)),
-            ],
-        ));
-    }
+    let mut nodes: Vec<Item> = f.agents.iter().map(|a| agent_node(a, c)).collect();
+    nodes.extend(f.entities.iter().map(entity_node));
     let mut links = Vec::new();
     for ev in &f.evidence {
-        let epoch = ev.state_epoch.to_string();
-        let mut fields = vec![
-            ("id", V::Str(ev.id)),
-            ("type", V::Str("evidence")),
-            ("predicate", V::Str(ev.predicate)),
-            ("value", V::Str(ev.value)),
-        ];
-        if keep(Content::Confidence) {
-            fields.push(("confidence", V::Raw(&ev.confidence)));
-        }
-        if keep(Content::Timestamps) {
-            fields.push(("timestamp", V::Str(ev.timestamp)));
-            fields.push(("arrival_time", V::Str(ev.arrival_time)));
-        }
-        fields.push(("state_epoch", V::Raw(&epoch)));
-        fields.push(("supersedes_evidence_ids", V::Ids(ev.supersedes)));
-        nodes.push(record(ev.step, &fields));
-        if keep(Content::Provenance) {
-            links.push(record(
-                ev.step,
-                &[
-                    ("source", V::Str(ev.agent)),
-                    ("target", V::Str(ev.id)),
-                    ("type", V::Str("reported")),
-                ],
-            ));
-        }
-        links.push(record(
-            ev.step,
-            &[
-                ("source", V::Str(ev.id)),
-                ("target", V::Str(ev.subject)),
-                ("type", V::Str("about")),
-            ],
-        ));
+        nodes.push(evidence_node(ev, c));
+        links.extend(evidence_links(ev, c));
     }
-    if keep(Content::Relations) {
-        for r in &f.relations {
-            links.push(record(
-                r.step,
-                &[
-                    ("source", V::Str(r.source)),
-                    ("target", V::Str(r.target)),
-                    ("type", V::Str("relation")),
-                    ("predicate", V::Str(r.predicate)),
-                    ("confidence", V::Raw(&r.confidence)),
-                    ("evidence_ids", V::Ids(r.evidence_ids)),
-                ],
-            ));
-        }
+    if c.keeps(Content::Relations) {
+        links.extend(f.relations.iter().map(relation_link));
     }
 
     let mut l = Layout::default();
@@ -114,6 +47,88 @@ pub fn layout(f: &Facts, c: Condition, legend: &str, scenario_id: &str) -> Layou
         l.shuffle(&format!("{SHUFFLE_SEED}\n{scenario_id}"));
     }
     l
+}
+
+fn agent_node(a: &AgentFacts, c: Condition) -> Item {
+    let mut fields = vec![
+        ("id", V::Str(a.id)),
+        ("type", V::Str("agent")),
+        ("kind", V::Str(a.kind)),
+    ];
+    if c.keeps(Content::Reliability) {
+        fields.push(("reliability", V::Raw(&a.reliability)));
+    }
+    record(0, &fields)
+}
+
+fn entity_node(e: &EntityFacts) -> Item {
+    record(
+        0,
+        &[
+            ("id", V::Str(e.id)),
+            ("type", V::Str("entity")),
+            ("label", V::Str(e.label)),
+            ("category", V::Str(e.category)),
+        ],
+    )
+}
+
+fn evidence_node(ev: &EvidenceFacts, c: Condition) -> Item {
+    let epoch = ev.state_epoch.to_string();
+    let mut fields = vec![
+        ("id", V::Str(ev.id)),
+        ("type", V::Str("evidence")),
+        ("predicate", V::Str(ev.predicate)),
+        ("value", V::Str(ev.value)),
+    ];
+    if c.keeps(Content::Confidence) {
+        fields.push(("confidence", V::Raw(&ev.confidence)));
+    }
+    if c.keeps(Content::Timestamps) {
+        fields.push(("timestamp", V::Str(ev.timestamp)));
+        fields.push(("arrival_time", V::Str(ev.arrival_time)));
+    }
+    fields.push(("state_epoch", V::Raw(&epoch)));
+    fields.push(("supersedes_evidence_ids", V::Ids(ev.supersedes)));
+    record(ev.step, &fields)
+}
+
+/// The report's links: who reported it (unless provenance is deleted), what it is about.
+fn evidence_links(ev: &EvidenceFacts, c: Condition) -> Vec<Item> {
+    let mut links = Vec::with_capacity(2);
+    if c.keeps(Content::Provenance) {
+        links.push(record(
+            ev.step,
+            &[
+                ("source", V::Str(ev.agent)),
+                ("target", V::Str(ev.id)),
+                ("type", V::Str("reported")),
+            ],
+        ));
+    }
+    links.push(record(
+        ev.step,
+        &[
+            ("source", V::Str(ev.id)),
+            ("target", V::Str(ev.subject)),
+            ("type", V::Str("about")),
+        ],
+    ));
+    links
+}
+
+fn relation_link(r: &RelationFacts) -> Item {
+    record(
+        r.step,
+        &[
+            ("source", V::Str(r.source)),
+            ("target", V::Str(r.target)),
+            ("type", V::Str("relation")),
+            ("predicate", V::Str(r.predicate)),
+            ("confidence", V::Raw(&r.confidence)),
+            ("evidence_ids", V::Ids(r.evidence_ids)),
+        ],
+    )
 }
 
 fn record(step: usize, fields: &[(&str, V<'_>)]) -> Item {

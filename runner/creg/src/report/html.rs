@@ -7,24 +7,14 @@ use crate::record::Regime;
 use crate::report::browser::STATED_BIN;
 use crate::report::summary::CONTRAST_METRICS;
 use crate::report::{
-    distinct_contrasts, escape, exploratory, models_conditions, plots, series_label, ReportInputs,
-    EXPLORATORY_NOTE, HEADLINE, REVISION,
+    contrast_href, distinct_contrasts, escape, exploratory, models_conditions, plots, series_label,
+    ReportInputs, EXPLORATORY_NOTE, HEADLINE, REVISION,
 };
-use crate::score::aggregate::{Aggregate, Contrast};
+use crate::score::aggregate::Aggregate;
 use runner_core::report::page::{samples_href, Page};
 use runner_core::report::Browser;
 use runner_core::stats::bootstrap::Estimate;
 use std::fmt::Write as _;
-
-/// The samples behind a contrast: both conditions' samples of its model and task.
-pub fn contrast_href(k: &Contrast) -> String {
-    samples_href(&[
-        ("model", &k.model),
-        ("task", k.task),
-        ("condition", &k.condition),
-        ("condition", &k.baseline_condition),
-    ])
-}
 
 /// A `mean [lo, hi]` cell linking to its samples; `key` marks it for checks.
 fn estimate_td(e: Option<&Estimate>, key: &str, href: &str) -> String {
@@ -63,6 +53,34 @@ fn provenance_html(inputs: &ReportInputs) -> String {
 pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String> {
     let rows = models_conditions(a);
     let mut page = Page::new(inputs.title);
+    page.section(
+        "provenance",
+        "Provenance",
+        &provenance_section(a, inputs, &rows),
+    );
+    page.section("headline", "Headline", &figures_table(a, &rows, &HEADLINE));
+    let revision: Vec<(&str, &str, &str)> =
+        REVISION.iter().map(|(m, l)| ("belief", *m, *l)).collect();
+    page.section(
+        "revision",
+        "Belief revision and calibration",
+        &figures_table(a, &rows, &revision),
+    );
+    page.section("regimes", "By regime", &regimes_section(a, &rows));
+    page.section("contrasts", "Condition contrasts", &contrasts_section(a));
+    page.section("twins", "Counterfactual twins", &twins_section(a));
+    page.section("reliability", "Reliability", &reliability_section(a));
+    page.section(
+        "contract",
+        "Output contract",
+        &contract_html(a, inputs.browser),
+    );
+    page.finish(inputs.browser)
+}
+
+/// Provenance, the sample count and how the intervals are computed, and the
+/// exploratory note where it applies.
+fn provenance_section(a: &Aggregate, inputs: &ReportInputs, rows: &[(String, String)]) -> String {
     let mut prov = provenance_html(inputs);
     let _ = write!(
         prov,
@@ -73,77 +91,86 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
     if rows.iter().any(|(m, c)| exploratory(m, c)) {
         let _ = write!(prov, "<p class=\"note\">{}</p>", escape(EXPLORATORY_NOTE));
     }
-    page.section("provenance", "Provenance", &prov);
+    prov
+}
 
-    // Headline and revision tables: rows are model / condition.
-    let table = |cols: &[(&str, &str, &str)]| {
-        let mut s = String::from("<table class=\"figures\"><thead><tr><th>model / condition</th>");
-        for (task, metric, label) in cols {
-            let _ = write!(s, "<th title=\"{task} {metric}\">{}</th>", escape(label));
+/// A table of pooled estimates: rows are model / condition, columns (task, metric, label).
+fn figures_table(a: &Aggregate, rows: &[(String, String)], cols: &[(&str, &str, &str)]) -> String {
+    let mut s = String::from("<table class=\"figures\"><thead><tr><th>model / condition</th>");
+    for (task, metric, label) in cols {
+        let _ = write!(s, "<th title=\"{task} {metric}\">{}</th>", escape(label));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for (m, c) in rows {
+        let _ = write!(s, "<tr>{}", series_th(m, c));
+        for (task, metric, _) in cols {
+            let key = format!("{m}|{c}|{task}|{metric}|");
+            let href = samples_href(&[("model", m), ("condition", c), ("task", task)]);
+            s.push_str(&estimate_td(a.pooled(m, c, task, metric), &key, &href));
         }
-        s.push_str("</tr></thead><tbody>");
-        for (m, c) in &rows {
-            let _ = write!(s, "<tr>{}", series_th(m, c));
-            for (task, metric, _) in cols {
-                let key = format!("{m}|{c}|{task}|{metric}|");
-                let href = samples_href(&[("model", m), ("condition", c), ("task", task)]);
-                s.push_str(&estimate_td(a.pooled(m, c, task, metric), &key, &href));
-            }
-            s.push_str("</tr>");
-        }
-        s.push_str("</tbody></table>");
-        s
-    };
-    page.section("headline", "Headline", &table(&HEADLINE));
-    let revision: Vec<(&str, &str, &str)> =
-        REVISION.iter().map(|(m, l)| ("belief", *m, *l)).collect();
-    page.section(
-        "revision",
-        "Belief revision and calibration",
-        &table(&revision),
-    );
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    s
+}
 
-    // Per-regime tables for every headline metric.
+/// The per-regime bars, then a per-regime table for every headline metric that has
+/// per-regime estimates.
+fn regimes_section(a: &Aggregate, rows: &[(String, String)]) -> String {
     let mut regimes = plots::regime_bars(a, "belief", "top_state_accuracy", "top-state accuracy");
     for (task, metric, label) in HEADLINE {
-        let mut s = format!(
-            "<h3>{} <small>({task} {metric})</small></h3><table class=\"figures\"><thead><tr><th>regime</th>",
-            escape(label)
-        );
-        for (m, c) in &rows {
-            let _ = write!(s, "<th>{}</th>", escape(&series_label(m, c)));
-        }
-        s.push_str("</tr></thead><tbody>");
-        let mut any = false;
-        for regime in Regime::ALL {
-            let r = regime.to_string();
-            let _ = write!(
-                s,
-                "<tr><th scope=\"row\"><a href=\"{}\">{r}</a></th>",
-                escape(&samples_href(&[("regime", &r)]))
-            );
-            for (m, c) in &rows {
-                let e = a.find(m, c, task, metric, Some(regime));
-                any |= e.is_some();
-                let key = format!("{m}|{c}|{task}|{metric}|{r}");
-                let href = samples_href(&[
-                    ("model", m),
-                    ("condition", c),
-                    ("task", task),
-                    ("regime", &r),
-                ]);
-                s.push_str(&estimate_td(e, &key, &href));
-            }
-            s.push_str("</tr>");
-        }
-        s.push_str("</tbody></table>");
-        if any {
-            regimes.push_str(&s);
+        if let Some(table) = regime_table(a, rows, task, metric, label) {
+            regimes.push_str(&table);
         }
     }
-    page.section("regimes", "By regime", &regimes);
+    regimes
+}
 
-    // Contrasts, each once: forest plots and a table.
+/// One metric by regime (rows) and model / condition (columns); `None` when no regime
+/// has an estimate.
+fn regime_table(
+    a: &Aggregate,
+    rows: &[(String, String)],
+    task: &str,
+    metric: &str,
+    label: &str,
+) -> Option<String> {
+    let mut s = format!(
+        "<h3>{} <small>({task} {metric})</small></h3><table class=\"figures\"><thead><tr><th>regime</th>",
+        escape(label)
+    );
+    for (m, c) in rows {
+        let _ = write!(s, "<th>{}</th>", escape(&series_label(m, c)));
+    }
+    s.push_str("</tr></thead><tbody>");
+    let mut any = false;
+    for regime in Regime::ALL {
+        let r = regime.to_string();
+        let _ = write!(
+            s,
+            "<tr><th scope=\"row\"><a href=\"{}\">{r}</a></th>",
+            escape(&samples_href(&[("regime", &r)]))
+        );
+        for (m, c) in rows {
+            let e = a.find(m, c, task, metric, Some(regime));
+            any |= e.is_some();
+            let key = format!("{m}|{c}|{task}|{metric}|{r}");
+            let href = samples_href(&[
+                ("model", m),
+                ("condition", c),
+                ("task", task),
+                ("regime", &r),
+            ]);
+            s.push_str(&estimate_td(e, &key, &href));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    any.then_some(s)
+}
+
+/// Contrasts, each once: forest plots and a table of the headline metrics' contrasts.
+fn contrasts_section(a: &Aggregate) -> String {
     let mut contrasts = String::from("<p class=\"note\">Each contrast once: a condition minus <code>full_graph</code>, and <code>full_graph</code> minus <code>graph_without_relations</code> (what relation content adds); paired by scenario.</p>");
     for (metric, _) in CONTRAST_METRICS {
         contrasts.push_str(&plots::forest_linked(a, "belief", metric));
@@ -170,33 +197,37 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
         );
     }
     contrasts.push_str("</tbody></table>");
-    page.section("contrasts", "Condition contrasts", &contrasts);
+    contrasts
+}
 
-    {
-        let mut s = String::from("<p class=\"note\">The relation-association twins share their observations byte for byte and differ in relation content only: both final answers right, and how far apart the stated probabilities are beside the reference's own gap.</p><table class=\"figures\"><thead><tr><th>model / condition</th><th>pairs</th><th>both twins correct</th><th>stated gap |p_A − p_B|</th><th>reference gap</th></tr></thead><tbody>");
-        for t in &a.twins {
-            let href = samples_href(&[
-                ("model", &t.model),
-                ("condition", &t.condition),
-                ("regime", "relation_association"),
-            ]);
-            let _ = write!(
-                s,
-                "<tr>{}<td>{}</td>{}{}<td>{:.3}</td></tr>",
-                series_th(&t.model, &t.condition),
-                t.both_correct.clusters,
-                estimate_td(Some(&t.both_correct), "", &href),
-                estimate_td(Some(&t.stated_gap), "", &href),
-                t.reference_gap
-            );
-        }
-        s.push_str("</tbody></table>");
-        if a.twins.is_empty() {
-            s.push_str("<p>No complete twin pair among these samples (both twins of a pair are needed; a run under <code>--limit</code> may hold none).</p>");
-        }
-        page.section("twins", "Counterfactual twins", &s);
+/// The relation-association twins per model / condition, beside the reference's gap.
+fn twins_section(a: &Aggregate) -> String {
+    let mut s = String::from("<p class=\"note\">The relation-association twins share their observations byte for byte and differ in relation content only: both final answers right, and how far apart the stated probabilities are beside the reference's own gap.</p><table class=\"figures\"><thead><tr><th>model / condition</th><th>pairs</th><th>both twins correct</th><th>stated gap |p_A − p_B|</th><th>reference gap</th></tr></thead><tbody>");
+    for t in &a.twins {
+        let href = samples_href(&[
+            ("model", &t.model),
+            ("condition", &t.condition),
+            ("regime", "relation_association"),
+        ]);
+        let _ = write!(
+            s,
+            "<tr>{}<td>{}</td>{}{}<td>{:.3}</td></tr>",
+            series_th(&t.model, &t.condition),
+            t.both_correct.clusters,
+            estimate_td(Some(&t.both_correct), "", &href),
+            estimate_td(Some(&t.stated_gap), "", &href),
+            t.reference_gap
+        );
     }
+    s.push_str("</tbody></table>");
+    if a.twins.is_empty() {
+        s.push_str("<p>No complete twin pair among these samples (both twins of a pair are needed; a run under <code>--limit</code> may hold none).</p>");
+    }
+    s
+}
 
+/// The reliability diagram and its bins as a table, each bin linking to its samples.
+fn reliability_section(a: &Aggregate) -> String {
     let mut rel = plots::reliability(a);
     rel.push_str("<table class=\"figures\"><thead><tr><th>model / condition</th><th>stated p(anomalous) bin</th><th>samples</th><th>mean stated</th><th>mean reference</th></tr></thead><tbody>");
     for b in &a.reliability {
@@ -218,14 +249,7 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
         );
     }
     rel.push_str("</tbody></table>");
-    page.section("reliability", "Reliability", &rel);
-
-    page.section(
-        "contract",
-        "Output contract",
-        &contract_html(a, inputs.browser),
-    );
-    page.finish(inputs.browser)
+    rel
 }
 
 /// Category counts per model / condition / task, then the failure reasons with example

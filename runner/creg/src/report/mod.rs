@@ -142,3 +142,13 @@ pub fn write_reports(
     }
     Ok(written)
 }
+
+/// The samples behind a contrast: both conditions' samples of its model and task.
+pub fn contrast_href(k: &Contrast) -> String {
+    runner_core::report::samples_href(&[
+        ("model", &k.model),
+        ("task", k.task),
+        ("condition", &k.condition),
+        ("condition", &k.baseline_condition),
+    ])
+}

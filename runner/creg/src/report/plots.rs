@@ -2,8 +2,7 @@
 //! units, intervals drawn as whiskers with caps, and a legend.
 
 use crate::record::Regime;
-use crate::report::html::contrast_href;
-use crate::report::{distinct_contrasts, escape, models_conditions, series_label};
+use crate::report::{contrast_href, distinct_contrasts, escape, models_conditions, series_label};
 use crate::score::aggregate::{Aggregate, Contrast};
 use runner_core::report::plot::{color, legend, nice_ticks, open, Frame};
 use std::collections::BTreeSet;
@@ -172,6 +171,9 @@ pub fn forest_linked(a: &Aggregate, task: &str, metric: &str) -> String {
     forest_with(a, task, metric, |k| Some(contrast_href(k)))
 }
 
+/// The height of one contrast's row, in pixels.
+const FOREST_ROW_H: f64 = 20.0;
+
 fn forest_with(
     a: &Aggregate,
     task: &str,
@@ -182,24 +184,7 @@ fn forest_with(
         .into_iter()
         .filter(|k| k.task == task && k.metric == metric)
         .collect();
-    let span = rows
-        .iter()
-        .flat_map(|k| [k.difference.lo.abs(), k.difference.hi.abs()])
-        .fold(0.1f64, f64::max);
-    let ticks = nice_ticks(-span, span, 6);
-    let (lo, hi) = (
-        ticks.first().copied().unwrap_or(-span).min(-span),
-        ticks.last().copied().unwrap_or(span).max(span),
-    );
-    let row_h = 20.0;
-    let f = Frame {
-        left: 330.0,
-        top: 34.0,
-        width: 320.0,
-        height: row_h * rows.len().max(1) as f64 + 10.0,
-        x: (lo, hi),
-        y: (0.0, 1.0),
-    };
+    let (f, ticks) = forest_frame(&rows);
     let mut s = open(
         f.left + f.width + 170.0,
         f.bottom() + 50.0,
@@ -228,46 +213,74 @@ fn forest_with(
         );
     }
     for (i, k) in rows.iter().enumerate() {
-        let y = f.top + 10.0 + row_h * i as f64 + row_h / 2.0;
-        let d = &k.difference;
-        let link = href(k);
-        if let Some(h) = &link {
-            let _ = write!(s, "<a href=\"{}\">", escape(h));
-        }
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}: {} − {}</text>\n\
-             <line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"black\"/><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n\
-             <rect x=\"{:.1}\" y=\"{:.1}\" width=\"7\" height=\"7\" fill=\"#1f77b4\"/><text x=\"{:.1}\" y=\"{:.1}\">{:+.3} [{:+.3}, {:+.3}]</text>",
-            f.left - 10.0,
-            y + 4.0,
-            escape(&k.model),
-            escape(&k.condition),
-            escape(&k.baseline_condition),
-            f.px(d.lo),
-            f.px(d.hi),
-            f.px(d.lo),
-            y - 4.0,
-            f.px(d.lo),
-            y + 4.0,
-            f.px(d.hi),
-            y - 4.0,
-            f.px(d.hi),
-            y + 4.0,
-            f.px(d.mean) - 3.5,
-            y - 3.5,
-            f.left + f.width + 10.0,
-            y + 4.0,
-            d.mean,
-            d.lo,
-            d.hi
-        );
-        if link.is_some() {
-            s.push_str("</a>\n");
-        }
+        let y = f.top + 10.0 + FOREST_ROW_H * i as f64 + FOREST_ROW_H / 2.0;
+        forest_row(&mut s, &f, y, k, href(k).as_deref());
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// The plot area, with its ticks: an x range about zero wide enough for every interval
+/// (at least ±0.1), and a row per contrast.
+fn forest_frame(rows: &[&Contrast]) -> (Frame, Vec<f64>) {
+    let span = rows
+        .iter()
+        .flat_map(|k| [k.difference.lo.abs(), k.difference.hi.abs()])
+        .fold(0.1f64, f64::max);
+    let ticks = nice_ticks(-span, span, 6);
+    let (lo, hi) = (
+        ticks.first().copied().unwrap_or(-span).min(-span),
+        ticks.last().copied().unwrap_or(span).max(span),
+    );
+    let f = Frame {
+        left: 330.0,
+        top: 34.0,
+        width: 320.0,
+        height: FOREST_ROW_H * rows.len().max(1) as f64 + 10.0,
+        x: (lo, hi),
+        y: (0.0, 1.0),
+    };
+    (f, ticks)
+}
+
+/// One contrast at height `y`: its label, its interval with caps, its mean and the
+/// figures, as a link when `link` is given.
+fn forest_row(s: &mut String, f: &Frame, y: f64, k: &Contrast, link: Option<&str>) {
+    let d = &k.difference;
+    if let Some(h) = link {
+        let _ = write!(s, "<a href=\"{}\">", escape(h));
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}: {} − {}</text>\n\
+         <line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"black\"/><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n\
+         <rect x=\"{:.1}\" y=\"{:.1}\" width=\"7\" height=\"7\" fill=\"#1f77b4\"/><text x=\"{:.1}\" y=\"{:.1}\">{:+.3} [{:+.3}, {:+.3}]</text>",
+        f.left - 10.0,
+        y + 4.0,
+        escape(&k.model),
+        escape(&k.condition),
+        escape(&k.baseline_condition),
+        f.px(d.lo),
+        f.px(d.hi),
+        f.px(d.lo),
+        y - 4.0,
+        f.px(d.lo),
+        y + 4.0,
+        f.px(d.hi),
+        y - 4.0,
+        f.px(d.hi),
+        y + 4.0,
+        f.px(d.mean) - 3.5,
+        y - 3.5,
+        f.left + f.width + 10.0,
+        y + 4.0,
+        d.mean,
+        d.lo,
+        d.hi
+    );
+    if link.is_some() {
+        s.push_str("</a>\n");
+    }
 }
 
 #[cfg(test)]
