@@ -6,10 +6,10 @@
 
 use crate::chains::chain;
 use crate::records::{
-    loose_key, Axis, Confidence, Contradicted, Density, Domain, HopDepth, PitItem, ProbeItem,
-    Scenario, BEFORE_ANY_FACT,
+    loose_key, Axis, Confidence, Contradicted, Density, Domain, HopDepth, PitItem, PitQuery,
+    ProbeItem, Scenario, BEFORE_ANY_FACT,
 };
-use crate::replay::{as_of, check_date, replay_pit, replay_probe};
+use crate::replay::{as_of, check_date, replay_pit, replay_probe, ProbeReplay, Record};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
@@ -95,6 +95,23 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
         );
         return;
     }
+    check_probe_text(item, out);
+    check_probe_design(item, out);
+    let replay = match replay_probe(item) {
+        Ok(r) => r,
+        Err(e) => {
+            out.add(id, &e.field, e.message);
+            return;
+        }
+    };
+    check_probe_chain(item, &replay, out);
+    check_probe_golds(item, &replay, out);
+    check_probe_confidence(item, out);
+}
+
+/// Nothing empty, and golds that a model can tell apart.
+fn check_probe_text(item: &ProbeItem, out: &mut Findings) {
+    let id = item.probe_id.as_str();
     if item
         .sessions
         .iter()
@@ -119,6 +136,12 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
             format!("equals gold_pre ({})", item.gold_pre),
         );
     }
+}
+
+/// The labels agree with each other and the sessions are laid out as the density says.
+fn check_probe_design(item: &ProbeItem, out: &mut Findings) {
+    let id = item.probe_id.as_str();
+    let n = item.sessions.len();
     out.expect_eq(id, "gold_axis", item.gold_axis, item.axis);
     let k = usize::from(item.hop_depth.get());
     if item.hop_depth.get() == 1 && item.contradicted == Contradicted::Derived {
@@ -136,15 +159,13 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
             "the contradiction must be alone in the last session",
         );
     }
+}
 
-    let replay = match replay_probe(item) {
-        Ok(r) => r,
-        Err(e) => {
-            out.add(id, &e.field, e.message);
-            return;
-        }
-    };
+/// The replayed chain is as long as the item's depth and follows its domain's relations.
+fn check_probe_chain(item: &ProbeItem, replay: &ProbeReplay, out: &mut Findings) {
+    let id = item.probe_id.as_str();
     let c = chain(item.domain);
+    let k = usize::from(item.hop_depth.get());
     out.expect_eq(id, "hop_depth", replay.chain_values.len(), k);
     let want_relations: Vec<String> = std::iter::once(c.root)
         .chain(c.links.iter().copied())
@@ -161,6 +182,11 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
             ),
         );
     }
+}
+
+/// Golds and labels are those the replay gives.
+fn check_probe_golds(item: &ProbeItem, replay: &ProbeReplay, out: &mut Findings) {
+    let id = item.probe_id.as_str();
     out.expect_eq(id, "gold_pre", &item.gold_pre, &replay.gold_pre);
     out.expect_eq(id, "gold_post", &item.gold_post, &replay.gold_post);
     out.expect_eq(id, "contradicted", item.contradicted, replay.contradicted);
@@ -170,7 +196,7 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
             id,
             "oracle_facts",
             replay.event_relation.as_str(),
-            c.conclusion(item.hop_depth),
+            chain(item.domain).conclusion(item.hop_depth),
         );
     }
     let have: Vec<&str> = item.gold_invalidated.iter().map(|r| r.as_str()).collect();
@@ -181,7 +207,11 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
         have,
         want.iter().map(String::as_str).collect(),
     );
+}
 
+/// The confidence label matches the root fact's, and every confidence is a probability.
+fn check_probe_confidence(item: &ProbeItem, out: &mut Findings) {
+    let id = item.probe_id.as_str();
     let root = item
         .oracle_facts
         .iter()
@@ -211,6 +241,15 @@ fn check_probe_item(item: &ProbeItem, out: &mut Findings) {
 
 fn check_probe_counts(items: &[ProbeItem], out: &mut Findings) {
     out.expect_eq(FILE, "items", items.len(), PROBE_ITEMS);
+    check_design_cells(items, out);
+    for message in unbalanced_gold_pre(items) {
+        out.add(FILE, "gold_pre", message);
+    }
+    check_marginals(items, out);
+}
+
+/// Every possible design cell holds exactly one item.
+fn check_design_cells(items: &[ProbeItem], out: &mut Findings) {
     let mut cells: BTreeMap<(Domain, HopDepth, Contradicted, Axis, Density, Confidence), usize> =
         BTreeMap::new();
     for i in items {
@@ -247,9 +286,10 @@ fn check_probe_counts(items: &[ProbeItem], out: &mut Findings) {
             }
         }
     }
-    for message in unbalanced_gold_pre(items) {
-        out.add(FILE, "gold_pre", message);
-    }
+}
+
+/// The item counts along each design axis of a complete file.
+fn check_marginals(items: &[ProbeItem], out: &mut Findings) {
     let stats = Stats::of(items);
     type Expected<'a> = (&'a str, &'a BTreeMap<String, usize>, &'a [(&'a str, usize)]);
     let want: [Expected; 7] = [
@@ -403,14 +443,38 @@ fn check_pit_item(item: &PitItem, out: &mut Findings) {
         out.add(id, "oracle_facts", "not parallel to sessions");
         return;
     }
+    check_session_dates(item, out);
+    check_pit_design(item, out);
+    let records = match replay_pit(item) {
+        Ok(r) => r,
+        Err(e) => {
+            out.add(id, &e.field, e.message);
+            return;
+        }
+    };
+    for (j, q) in item.queries.iter().enumerate() {
+        check_pit_query(id, j, q, &records, out);
+    }
+}
+
+/// Where session dates are given, one valid date per session.
+fn check_session_dates(item: &PitItem, out: &mut Findings) {
+    let id = item.pit_id.as_str();
     if let Some(dates) = &item.session_dates {
-        out.expect_eq(id, "session_dates", dates.len(), n);
+        out.expect_eq(id, "session_dates", dates.len(), item.sessions.len());
         for (j, d) in dates.iter().enumerate() {
             if let Err(e) = check_date(d, &format!("session_dates[{j}]")) {
                 out.add(id, &e.field, e.message);
             }
         }
     }
+}
+
+/// Three events, laid out as the density says, with the correction (if any) second,
+/// and a query before any of them.
+fn check_pit_design(item: &PitItem, out: &mut Findings) {
+    let id = item.pit_id.as_str();
+    let n = item.sessions.len();
     let events: usize = item.oracle_facts.iter().map(Vec::len).sum();
     out.expect_eq(id, "oracle_facts", events, 3);
     let want_sessions = match item.density {
@@ -443,42 +507,37 @@ fn check_pit_item(item: &PitItem, out: &mut Findings) {
     {
         out.add(id, "queries", "no before_any_fact query");
     }
-    let records = match replay_pit(item) {
-        Ok(r) => r,
-        Err(e) => {
-            out.add(id, &e.field, e.message);
-            return;
-        }
-    };
-    for (j, q) in item.queries.iter().enumerate() {
-        let field = format!("queries[{j}]");
-        if let Err(e) = check_date(&q.reference_time, &format!("{field}.reference_time")) {
-            out.add(id, &e.field, e.message);
-            continue;
-        }
-        if q.label.as_str() == BEFORE_ANY_FACT && !q.gold.is_unknown() {
-            out.add(
-                id,
-                &format!("{field}.gold"),
-                "before_any_fact must be \"unknown\"",
-            );
-        }
-        match as_of(&records, &q.reference_time) {
-            Ok(g) => {
-                if loose_key(g.as_str()) != loose_key(q.gold.as_str()) {
-                    out.add(
-                        id,
-                        &format!("{field}.gold"),
-                        format!(
-                            "is {:?}, the facts give {:?} at {}",
-                            q.gold.as_str(),
-                            g.as_str(),
-                            q.reference_time
-                        ),
-                    );
-                }
+}
+
+/// Query `j` has a valid reference time and the gold the replayed records give there.
+fn check_pit_query(id: &str, j: usize, q: &PitQuery, records: &[Record], out: &mut Findings) {
+    let field = format!("queries[{j}]");
+    if let Err(e) = check_date(&q.reference_time, &format!("{field}.reference_time")) {
+        out.add(id, &e.field, e.message);
+        return;
+    }
+    if q.label.as_str() == BEFORE_ANY_FACT && !q.gold.is_unknown() {
+        out.add(
+            id,
+            &format!("{field}.gold"),
+            "before_any_fact must be \"unknown\"",
+        );
+    }
+    match as_of(records, &q.reference_time) {
+        Ok(g) => {
+            if loose_key(g.as_str()) != loose_key(q.gold.as_str()) {
+                out.add(
+                    id,
+                    &format!("{field}.gold"),
+                    format!(
+                        "is {:?}, the facts give {:?} at {}",
+                        q.gold.as_str(),
+                        g.as_str(),
+                        q.reference_time
+                    ),
+                );
             }
-            Err(e) => out.add(id, &format!("{field}.gold"), e.message),
         }
+        Err(e) => out.add(id, &format!("{field}.gold"), e.message),
     }
 }

@@ -142,133 +142,26 @@ struct Turn {
     retractions: Vec<OracleRetraction>,
 }
 
+/// The contradiction in an item's final session, with the golds it implies.
+struct Contradiction {
+    turn: Turn,
+    gold_post: Gold,
+    invalidated: Vec<&'static str>,
+}
+
+/// An item's sessions with their oracle facts and retractions, parallel.
+struct Sessions {
+    texts: Vec<Session>,
+    facts: Vec<Vec<OracleFact>>,
+    retractions: Vec<Vec<OracleRetraction>>,
+}
+
 pub fn generate_item(cell: Cell) -> ProbeItem {
     let w = wording(cell.domain);
-    let rel = chain(cell.domain);
-    let i = cell.chain_index();
-    let values = w.chains[i];
+    let values = w.chains[cell.chain_index()];
     let k = usize::from(cell.hop.get());
-
-    let mut chain_turns = Vec::with_capacity(k);
-    let root_text = match cell.confidence {
-        Confidence::High => capitalise(&fill(w.root, values[0], "", "", "")),
-        Confidence::Hedged => {
-            let hedge = HEDGES[i % HEDGES.len()];
-            format!("{hedge}{}", fill(w.root, values[0], "", "", ""))
-        }
-    };
-    let root_conf = match cell.confidence {
-        Confidence::High => 1.0,
-        Confidence::Hedged => HEDGED_CONFIDENCE,
-    };
-    chain_turns.push(Turn {
-        text: root_text,
-        facts: vec![fact("user", rel.root, values[0], root_conf, false)],
-        retractions: vec![],
-    });
-    for hop in 1..k {
-        chain_turns.push(Turn {
-            text: capitalise(&fill(
-                w.links[hop - 1],
-                values[hop],
-                values[hop - 1],
-                "",
-                "",
-            )),
-            facts: vec![fact(
-                &entity_key(values[hop - 1]),
-                rel.links[hop - 1],
-                values[hop],
-                1.0,
-                false,
-            )],
-            retractions: vec![],
-        });
-    }
-
-    let correction = cell.axis == Axis::Correction;
-    let gold_pre = values[k - 1].to_string();
-    let (event, gold_post, invalidated) = match cell.contradicted {
-        Contradicted::Asserted => {
-            let old = values[0];
-            let new = w.replacements[i];
-            let withdrawal = !correction && !w.root_update_names_replacement;
-            let template = if correction {
-                w.root_correction
-            } else {
-                w.root_update
-            };
-            let turn = if withdrawal {
-                Turn {
-                    text: fill(template, "", "", old, ""),
-                    facts: vec![],
-                    retractions: vec![OracleRetraction {
-                        subject: "user".to_string(),
-                        relation: Relation(rel.root.to_string()),
-                        object: old.to_string(),
-                        was_wrong: false,
-                    }],
-                }
-            } else {
-                Turn {
-                    text: fill(template, new, "", old, ""),
-                    facts: vec![fact("user", rel.root, new, 1.0, correction)],
-                    retractions: vec![],
-                }
-            };
-            // Nothing is said about the new root's links, so beyond hop 1 the basis of
-            // the old conclusion is gone and nothing replaces it.
-            let post = if k == 1 && !withdrawal {
-                Gold::Value(new.to_string())
-            } else {
-                Gold::Unknown
-            };
-            (turn, post, rel.invalidated_by_root(cell.hop))
-        }
-        Contradicted::Derived => {
-            let old = values[k - 1];
-            let new = alternative(w, i, k - 1);
-            let templates = if correction {
-                &w.derived_correction
-            } else {
-                &w.derived_update
-            };
-            let conclusion = rel.conclusion(cell.hop);
-            let turn = Turn {
-                text: fill(templates[k - 2], new, "", old, ""),
-                facts: vec![fact("user", conclusion, new, 1.0, correction)],
-                retractions: vec![],
-            };
-            (turn, Gold::Value(new.to_string()), vec![conclusion])
-        }
-    };
-
-    let filler_base = (i + k) % FILLERS.len();
-    let mut sessions: Vec<(Session, Vec<OracleFact>, Vec<OracleRetraction>)> = Vec::new();
-    match cell.density {
-        Density::Adjacent => {
-            let (texts, facts): (Vec<String>, Vec<Vec<OracleFact>>) =
-                chain_turns.into_iter().map(|t| (t.text, t.facts)).unzip();
-            sessions.push((texts, facts.into_iter().flatten().collect(), vec![]));
-        }
-        Density::Distant => {
-            for (j, t) in chain_turns.into_iter().enumerate() {
-                sessions.push((vec![t.text], t.facts, t.retractions));
-                let filler = FILLERS[(filler_base + j) % FILLERS.len()];
-                sessions.push((vec![filler.to_string()], vec![], vec![]));
-            }
-        }
-    }
-    sessions.push((vec![event.text], event.facts, event.retractions));
-
-    let mut out_sessions = Vec::new();
-    let mut out_facts = Vec::new();
-    let mut out_retractions = Vec::new();
-    for (s, f, r) in sessions {
-        out_sessions.push(s);
-        out_facts.push(f);
-        out_retractions.push(r);
-    }
+    let contradiction = contradiction(cell);
+    let sessions = lay_out_sessions(cell, chain_turns(cell), contradiction.turn);
     ProbeItem {
         probe_id: cell.probe_id(),
         domain: cell.domain,
@@ -277,18 +170,191 @@ pub fn generate_item(cell: Cell) -> ProbeItem {
         axis: cell.axis,
         density: cell.density,
         confidence: cell.confidence,
-        sessions: out_sessions,
-        oracle_facts: out_facts,
-        oracle_retractions: out_retractions,
+        sessions: sessions.texts,
+        oracle_facts: sessions.facts,
+        oracle_retractions: sessions.retractions,
         question: w.questions[k - 1].to_string(),
-        gold_pre: Gold::Value(gold_pre),
-        gold_post,
-        gold_invalidated: invalidated
+        gold_pre: Gold::Value(values[k - 1].to_string()),
+        gold_post: contradiction.gold_post,
+        gold_invalidated: contradiction
+            .invalidated
             .into_iter()
             .map(|r| Relation(r.to_string()))
             .collect(),
         gold_axis: cell.axis,
     }
+}
+
+/// The statements of the chain, root first: the (possibly hedged) root, then one
+/// third-party link per further hop.
+fn chain_turns(cell: Cell) -> Vec<Turn> {
+    let k = usize::from(cell.hop.get());
+    let mut turns = Vec::with_capacity(k);
+    turns.push(root_turn(cell));
+    turns.extend((1..k).map(|hop| link_turn(cell, hop)));
+    turns
+}
+
+fn root_turn(cell: Cell) -> Turn {
+    let w = wording(cell.domain);
+    let i = cell.chain_index();
+    let root = w.chains[i][0];
+    let (text, confidence) = match cell.confidence {
+        Confidence::High => (capitalise(&fill(w.root, root, "", "", "")), 1.0),
+        Confidence::Hedged => {
+            let hedge = HEDGES[i % HEDGES.len()];
+            (
+                format!("{hedge}{}", fill(w.root, root, "", "", "")),
+                HEDGED_CONFIDENCE,
+            )
+        }
+    };
+    Turn {
+        text,
+        facts: vec![fact(
+            "user",
+            chain(cell.domain).root,
+            root,
+            confidence,
+            false,
+        )],
+        retractions: vec![],
+    }
+}
+
+/// The third-party statement that leads from the chain's value at `hop - 1` to its value
+/// at `hop` (both counted from 0, the root being 0).
+fn link_turn(cell: Cell, hop: usize) -> Turn {
+    let w = wording(cell.domain);
+    let values = w.chains[cell.chain_index()];
+    Turn {
+        text: capitalise(&fill(
+            w.links[hop - 1],
+            values[hop],
+            values[hop - 1],
+            "",
+            "",
+        )),
+        facts: vec![fact(
+            &entity_key(values[hop - 1]),
+            chain(cell.domain).links[hop - 1],
+            values[hop],
+            1.0,
+            false,
+        )],
+        retractions: vec![],
+    }
+}
+
+fn contradiction(cell: Cell) -> Contradiction {
+    match cell.contradicted {
+        Contradicted::Asserted => asserted_contradiction(cell),
+        Contradicted::Derived => derived_contradiction(cell),
+    }
+}
+
+/// A new root (or, where the domain's update names no replacement, a withdrawn one).
+fn asserted_contradiction(cell: Cell) -> Contradiction {
+    let w = wording(cell.domain);
+    let rel = chain(cell.domain);
+    let i = cell.chain_index();
+    let k = usize::from(cell.hop.get());
+    let correction = cell.axis == Axis::Correction;
+    let old = w.chains[i][0];
+    let new = w.replacements[i];
+    let withdrawal = !correction && !w.root_update_names_replacement;
+    let template = if correction {
+        w.root_correction
+    } else {
+        w.root_update
+    };
+    let turn = if withdrawal {
+        Turn {
+            text: fill(template, "", "", old, ""),
+            facts: vec![],
+            retractions: vec![OracleRetraction {
+                subject: "user".to_string(),
+                relation: Relation(rel.root.to_string()),
+                object: old.to_string(),
+                was_wrong: false,
+            }],
+        }
+    } else {
+        Turn {
+            text: fill(template, new, "", old, ""),
+            facts: vec![fact("user", rel.root, new, 1.0, correction)],
+            retractions: vec![],
+        }
+    };
+    // Nothing is said about the new root's links, so beyond hop 1 the basis of the old
+    // conclusion is gone and nothing replaces it.
+    let gold_post = if k == 1 && !withdrawal {
+        Gold::Value(new.to_string())
+    } else {
+        Gold::Unknown
+    };
+    Contradiction {
+        turn,
+        gold_post,
+        invalidated: rel.invalidated_by_root(cell.hop),
+    }
+}
+
+/// A user-level fact that overrides the probed hop-k conclusion; the links stay true.
+fn derived_contradiction(cell: Cell) -> Contradiction {
+    let w = wording(cell.domain);
+    let i = cell.chain_index();
+    let k = usize::from(cell.hop.get());
+    let correction = cell.axis == Axis::Correction;
+    let old = w.chains[i][k - 1];
+    let new = alternative(w, i, k - 1);
+    let templates = if correction {
+        &w.derived_correction
+    } else {
+        &w.derived_update
+    };
+    let conclusion = chain(cell.domain).conclusion(cell.hop);
+    Contradiction {
+        turn: Turn {
+            text: fill(templates[k - 2], new, "", old, ""),
+            facts: vec![fact("user", conclusion, new, 1.0, correction)],
+            retractions: vec![],
+        },
+        gold_post: Gold::Value(new.to_string()),
+        invalidated: vec![conclusion],
+    }
+}
+
+/// Adjacent: every chain statement in one session. Distant: each statement in its own
+/// session followed by a filler. Either way the contradiction comes alone, last.
+fn lay_out_sessions(cell: Cell, chain_turns: Vec<Turn>, event: Turn) -> Sessions {
+    let mut out = Sessions {
+        texts: Vec::new(),
+        facts: Vec::new(),
+        retractions: Vec::new(),
+    };
+    let mut push = |texts: Session, facts, retractions| {
+        out.texts.push(texts);
+        out.facts.push(facts);
+        out.retractions.push(retractions);
+    };
+    match cell.density {
+        Density::Adjacent => {
+            let (texts, facts): (Vec<String>, Vec<Vec<OracleFact>>) =
+                chain_turns.into_iter().map(|t| (t.text, t.facts)).unzip();
+            push(texts, facts.into_iter().flatten().collect(), vec![]);
+        }
+        Density::Distant => {
+            let filler_base = (cell.chain_index() + usize::from(cell.hop.get())) % FILLERS.len();
+            for (j, t) in chain_turns.into_iter().enumerate() {
+                push(vec![t.text], t.facts, t.retractions);
+                let filler = FILLERS[(filler_base + j) % FILLERS.len()];
+                push(vec![filler.to_string()], vec![], vec![]);
+            }
+        }
+    }
+    push(vec![event.text], event.facts, event.retractions);
+    out
 }
 
 /// The 168 core items in file order.
@@ -322,63 +388,9 @@ pub fn generate_pit_item(
     index: usize,
 ) -> PitItem {
     let w = wording(domain);
-    let rel = chain(domain).root;
-    let a = w.chains[index % 4][0];
-    let b = w.replacements[index % 4];
-    let c = w.chains[(index + 1) % 4][0];
-    let [t1, t2, t3] = PIT_EVENT_DATES;
-    let dated = |object: &str, from: &str, correction: bool| OracleFact {
-        valid_from: Some(from.to_string()),
-        ..fact("user", rel, object, 1.0, correction)
-    };
+    let values = PitValues::of(w, index);
     let correction = scenario == Scenario::CorrectionThenUpdate;
-    let events = [
-        (
-            capitalise(&fill(w.pit_first, a, "", "", &month_text(t1))),
-            dated(a, t1, false),
-        ),
-        if correction {
-            // "All along": the correction holds from the corrected record's start.
-            (
-                fill(w.pit_correction, b, "", a, &month_text(t1)),
-                dated(b, t1, true),
-            )
-        } else {
-            (
-                fill(w.pit_update, b, "", a, &month_text(t2)),
-                dated(b, t2, false),
-            )
-        },
-        (
-            fill(w.pit_update, c, "", b, &month_text(t3)),
-            dated(c, t3, false),
-        ),
-    ];
-    let mut sessions = Vec::new();
-    let mut facts = Vec::new();
-    for (j, (text, f)) in events.into_iter().enumerate() {
-        if density == Density::Distant && j > 0 {
-            sessions.push(vec![FILLERS[(index + j) % FILLERS.len()].to_string()]);
-            facts.push(vec![]);
-        }
-        sessions.push(vec![text]);
-        facts.push(vec![f]);
-    }
-    let after_first = if correction { b } else { a };
-    let golds = [
-        Gold::Unknown,
-        Gold::Value(after_first.to_string()),
-        Gold::Value(b.to_string()),
-    ];
-    let queries = PIT_QUERY_TIMES
-        .iter()
-        .zip(golds)
-        .map(|((label, time), gold)| PitQuery {
-            label: QueryLabel(label.to_string()),
-            reference_time: time.to_string(),
-            gold,
-        })
-        .collect();
+    let (sessions, facts) = pit_sessions(pit_events(domain, correction, &values), density, index);
     let n = sessions.len();
     PitItem {
         pit_id: PitId(format!(
@@ -395,8 +407,98 @@ pub fn generate_pit_item(
         oracle_facts: facts,
         oracle_retractions: vec![vec![]; n],
         question: w.questions[0].to_string(),
-        queries,
+        queries: pit_queries(correction, &values),
     }
+}
+
+/// The three values the root slot of a PIT item takes: A, then B, then C.
+struct PitValues {
+    a: &'static str,
+    b: &'static str,
+    c: &'static str,
+}
+
+impl PitValues {
+    fn of(w: &DomainWording, index: usize) -> PitValues {
+        PitValues {
+            a: w.chains[index % 4][0],
+            b: w.replacements[index % 4],
+            c: w.chains[(index + 1) % 4][0],
+        }
+    }
+}
+
+/// The three dated events of a PIT history, each a statement with its fact: A, then B
+/// (an update, or a correction of A), then an update to C.
+fn pit_events(domain: Domain, correction: bool, v: &PitValues) -> [(String, OracleFact); 3] {
+    let w = wording(domain);
+    let rel = chain(domain).root;
+    let [t1, t2, t3] = PIT_EVENT_DATES;
+    let dated = |object: &str, from: &str, correction: bool| OracleFact {
+        valid_from: Some(from.to_string()),
+        ..fact("user", rel, object, 1.0, correction)
+    };
+    [
+        (
+            capitalise(&fill(w.pit_first, v.a, "", "", &month_text(t1))),
+            dated(v.a, t1, false),
+        ),
+        if correction {
+            // "All along": the correction holds from the corrected record's start.
+            (
+                fill(w.pit_correction, v.b, "", v.a, &month_text(t1)),
+                dated(v.b, t1, true),
+            )
+        } else {
+            (
+                fill(w.pit_update, v.b, "", v.a, &month_text(t2)),
+                dated(v.b, t2, false),
+            )
+        },
+        (
+            fill(w.pit_update, v.c, "", v.b, &month_text(t3)),
+            dated(v.c, t3, false),
+        ),
+    ]
+}
+
+/// One session per event; a distant item puts a filler before every event but the first.
+fn pit_sessions(
+    events: [(String, OracleFact); 3],
+    density: Density,
+    index: usize,
+) -> (Vec<Session>, Vec<Vec<OracleFact>>) {
+    let mut sessions = Vec::new();
+    let mut facts = Vec::new();
+    for (j, (text, f)) in events.into_iter().enumerate() {
+        if density == Density::Distant && j > 0 {
+            sessions.push(vec![FILLERS[(index + j) % FILLERS.len()].to_string()]);
+            facts.push(vec![]);
+        }
+        sessions.push(vec![text]);
+        facts.push(vec![f]);
+    }
+    (sessions, facts)
+}
+
+/// The queries at [`PIT_QUERY_TIMES`]: nothing yet, then A (or B, which a correction
+/// made true all along), then B.
+fn pit_queries(correction: bool, v: &PitValues) -> Vec<PitQuery> {
+    let after_first = if correction { v.b } else { v.a };
+    let golds = [
+        Gold::Unknown,
+        Gold::Value(after_first.to_string()),
+        Gold::Value(v.b.to_string()),
+    ];
+    PIT_QUERY_TIMES
+        .iter()
+        .zip(golds)
+        .map(|((label, time), gold)| PitQuery {
+            label: QueryLabel(label.to_string()),
+            reference_time: time.to_string(),
+            gold,
+        })
+        .collect()
 }
 
 /// The 8 PIT items: domain, then scenario, then density.

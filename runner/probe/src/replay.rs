@@ -6,7 +6,9 @@
 //! functional, and confidence never gates belief.
 
 use crate::chains::chain;
-use crate::records::{loose_key, Axis, Contradicted, Gold, OracleFact, PitItem, ProbeItem};
+use crate::records::{
+    loose_key, Axis, Contradicted, Gold, OracleFact, OracleRetraction, PitItem, ProbeItem,
+};
 use chrono::NaiveDate;
 
 /// Everything the oracle facts of a core item imply.
@@ -55,6 +57,22 @@ pub fn replay_probe(item: &ProbeItem) -> Result<ProbeReplay, ReplayError> {
         ));
     }
     let before: Vec<&OracleFact> = item.oracle_facts[..n - 1].iter().flatten().collect();
+    let (chain_values, chain_relations) = stated_chain(&before)?;
+    let gold_pre = Gold::Value(chain_values.last().expect("chain is never empty").clone());
+    let event = final_event(item, &chain_relations)?;
+    Ok(ProbeReplay {
+        chain_values,
+        chain_relations,
+        gold_pre,
+        gold_post: event.gold_post,
+        contradicted: event.contradicted,
+        axis: event.axis,
+        event_relation: event.relation,
+    })
+}
+
+/// The chain as stated before the final session: its values and relations, root first.
+fn stated_chain(before: &[&OracleFact]) -> Result<(Vec<String>, Vec<String>), ReplayError> {
     let root = before.iter().find(|f| f.subject == USER).ok_or_else(|| {
         err(
             "oracle_facts",
@@ -78,8 +96,19 @@ pub fn replay_probe(item: &ProbeItem) -> Result<ProbeReplay, ReplayError> {
             None => break,
         }
     }
-    let gold_pre = Gold::Value(chain_values.last().expect("chain is never empty").clone());
+    Ok((chain_values, chain_relations))
+}
 
+/// What the final session's one event does.
+struct FinalEvent {
+    relation: String,
+    axis: Axis,
+    gold_post: Gold,
+    contradicted: Contradicted,
+}
+
+fn final_event(item: &ProbeItem, chain_relations: &[String]) -> Result<FinalEvent, ReplayError> {
+    let n = item.oracle_facts.len();
     let final_facts = &item.oracle_facts[n - 1];
     let final_retractions = &item.oracle_retractions[n - 1];
     let events = final_facts.len() + final_retractions.len();
@@ -89,59 +118,63 @@ pub fn replay_probe(item: &ProbeItem) -> Result<ProbeReplay, ReplayError> {
             format!("the final session must hold exactly one event, it holds {events}"),
         ));
     }
-    let root_relation = &chain_relations[0];
-    let (event_relation, axis, gold_post, contradicted) = if let Some(f) = final_facts.first() {
-        if f.subject != USER {
-            return Err(err(
-                "oracle_facts",
-                "the final event must be about the user",
-            ));
-        }
-        let axis = if f.is_correction {
-            Axis::Correction
-        } else {
-            Axis::Update
-        };
-        if &f.relation.0 == root_relation {
-            // A new root: follow the same link relations from it, over every fact.
-            let post = follow(&f.object, &chain_relations[1..], item);
-            (f.relation.0.clone(), axis, post, Contradicted::Asserted)
-        } else {
-            (
-                f.relation.0.clone(),
-                axis,
-                Gold::Value(f.object.clone()),
-                Contradicted::Derived,
-            )
-        }
+    match final_facts.first() {
+        Some(f) => final_fact(f, chain_relations, item),
+        None => final_retraction(&final_retractions[0], &chain_relations[0]),
+    }
+}
+
+/// A final fact on the root relation asserts a new root; on any other relation it
+/// overrides the derived conclusion.
+fn final_fact(
+    f: &OracleFact,
+    chain_relations: &[String],
+    item: &ProbeItem,
+) -> Result<FinalEvent, ReplayError> {
+    if f.subject != USER {
+        return Err(err(
+            "oracle_facts",
+            "the final event must be about the user",
+        ));
+    }
+    let axis = if f.is_correction {
+        Axis::Correction
     } else {
-        let r = &final_retractions[0];
-        if r.subject != USER || &r.relation.0 != root_relation {
-            return Err(err(
-                "oracle_retractions",
-                "a final retraction must withdraw the user's root fact",
-            ));
-        }
-        let axis = if r.was_wrong {
-            Axis::Correction
-        } else {
-            Axis::Update
-        };
-        (
-            r.relation.0.clone(),
-            axis,
-            Gold::Unknown,
-            Contradicted::Asserted,
-        )
+        Axis::Update
     };
-    Ok(ProbeReplay {
-        chain_values,
-        chain_relations,
-        gold_pre,
+    let (gold_post, contradicted) = if f.relation.0 == chain_relations[0] {
+        // A new root: follow the same link relations from it, over every fact.
+        let post = follow(&f.object, &chain_relations[1..], item);
+        (post, Contradicted::Asserted)
+    } else {
+        (Gold::Value(f.object.clone()), Contradicted::Derived)
+    };
+    Ok(FinalEvent {
+        relation: f.relation.0.clone(),
+        axis,
         gold_post,
         contradicted,
+    })
+}
+
+/// A final retraction withdraws the root and leaves nothing in its place.
+fn final_retraction(r: &OracleRetraction, root_relation: &str) -> Result<FinalEvent, ReplayError> {
+    if r.subject != USER || r.relation.0 != root_relation {
+        return Err(err(
+            "oracle_retractions",
+            "a final retraction must withdraw the user's root fact",
+        ));
+    }
+    let axis = if r.was_wrong {
+        Axis::Correction
+    } else {
+        Axis::Update
+    };
+    Ok(FinalEvent {
+        relation: r.relation.0.clone(),
         axis,
-        event_relation,
+        gold_post: Gold::Unknown,
+        contradicted: Contradicted::Asserted,
     })
 }
 
@@ -281,7 +314,7 @@ pub fn check_date(d: &str, field: &str) -> Result<(), ReplayError> {
 mod tests {
     use super::*;
     use crate::generator::{generate_pit, generate_probe};
-    use crate::records::{OracleRetraction, Relation, Scenario};
+    use crate::records::{Relation, Scenario};
 
     fn pit(scenario: Scenario) -> PitItem {
         generate_pit()

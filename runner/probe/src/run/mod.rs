@@ -28,6 +28,7 @@ pub mod identity;
 use crate::baseline::ProbeBaselineBackend;
 use crate::baseline::System;
 use crate::plan::{first_per_domain, ProbePlan};
+use crate::records::{PitItem, ProbeItem};
 use crate::render::{followup_prompt, pit_prompts, probe_prompts, request_id, Phase, Question};
 use crate::score::RunReport;
 use crate::set::{Part, ProbeSet};
@@ -79,6 +80,100 @@ fn index<T>(
     Ok(out)
 }
 
+/// A PIT item's query labels key its journal lines, so each must be unique in the item.
+fn check_query_labels(set: &ProbeSet) -> Result<(), RunError> {
+    let Some(part) = &set.pit else { return Ok(()) };
+    for item in &part.items {
+        for (j, q) in item.queries.iter().enumerate() {
+            if item.queries[..j].iter().any(|p| p.label == q.label) {
+                return Err(RunError::Setup(format!(
+                    "{}: item {}, field `queries[{j}].label`: label {:?} appears more than once in the item",
+                    part.file, item.pit_id, q.label.as_str()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The jobs of a run in the order they are asked, each with the question it asks;
+/// requests outside the plan's shard are left out.
+struct JobList<'a> {
+    plan: &'a ProbePlan,
+    max_new_tokens: usize,
+    sampling: Sampling,
+    jobs: Vec<Job>,
+    questions: Vec<Question>,
+}
+
+impl JobList<'_> {
+    /// Pre, post and follow-up requests of each core item the plan keeps.
+    fn add_core(&mut self, part: &Part<ProbeItem>) {
+        for i in first_per_domain(&part.items, |x| x.domain, self.plan.limit_per_domain) {
+            let item = &part.items[i];
+            let n = item.sessions.len();
+            let [pre, post] = probe_prompts(item);
+            for (phase, prompt, shown) in [
+                (Phase::Pre, pre, n.saturating_sub(1)),
+                (Phase::Post, post, n),
+                (Phase::Followup, followup_prompt(item), n),
+            ] {
+                let id = item.probe_id.as_str();
+                let question = Question::Core { item: i, phase };
+                let job = (CONVERSATION, id, phase.as_str(), shown);
+                self.push(&part.sha256, job, prompt.text, question);
+            }
+        }
+    }
+
+    /// One request per query of each PIT item the plan keeps.
+    fn add_pit(&mut self, part: &Part<PitItem>) {
+        for i in first_per_domain(&part.items, |x| x.domain, self.plan.limit_per_domain) {
+            let item = &part.items[i];
+            for (j, (q, prompt)) in item.queries.iter().zip(pit_prompts(item)).enumerate() {
+                let question = Question::Pit { item: i, query: j };
+                let job = (POINT_IN_TIME, item.pit_id.as_str(), q.label.as_str(), j);
+                self.push(&part.sha256, job, prompt.text, question);
+            }
+        }
+    }
+
+    /// The job `(condition, item, task, step)` of the file hashed `sha`, unless its
+    /// request falls outside the shard.
+    fn push(
+        &mut self,
+        sha: &str,
+        (condition, item, task, step): (&str, &str, &str, usize),
+        text: String,
+        question: Question,
+    ) {
+        let id = request_id(sha, condition, item, task);
+        if self.plan.shard.is_some_and(|s| !s.contains(id.as_str())) {
+            return;
+        }
+        self.jobs.push(Job {
+            prompt_sha256: sha256_hex(text.as_bytes()),
+            scenario: item.to_string(),
+            condition: condition.to_string(),
+            task: task.to_string(),
+            step,
+            request: Request {
+                id,
+                // The prompt carries every instruction; the system turn is left to the
+                // model's own template default, as for CREG.
+                prompt: Prompt::Chat(vec![Message {
+                    role: Role::User,
+                    content: text,
+                }]),
+                seeds: self.plan.seeds.clone(),
+                max_new_tokens: self.max_new_tokens,
+                sampling: self.sampling,
+            },
+        });
+        self.questions.push(question);
+    }
+}
+
 impl ProbeWorkload {
     pub fn new(
         set: ProbeSet,
@@ -94,89 +189,23 @@ impl ProbeWorkload {
         }
         let core_by_id = index(set.core.as_ref(), |i| i.probe_id.as_str(), "probe_id")?;
         let pit_by_id = index(set.pit.as_ref(), |i| i.pit_id.as_str(), "pit_id")?;
-        if let Some(part) = &set.pit {
-            for item in &part.items {
-                for (j, q) in item.queries.iter().enumerate() {
-                    if item.queries[..j].iter().any(|p| p.label == q.label) {
-                        return Err(RunError::Setup(format!(
-                            "{}: item {}, field `queries[{j}].label`: label {:?} appears more than once in the item",
-                            part.file, item.pit_id, q.label.as_str()
-                        )));
-                    }
-                }
-            }
-        }
-
-        let mut jobs = Vec::new();
-        let mut questions = Vec::new();
-        let mut push =
-            |sha: &str, condition: &str, item: &str, task: &str, step: usize, text: String| {
-                let id = request_id(sha, condition, item, task);
-                if plan.shard.is_some_and(|s| !s.contains(id.as_str())) {
-                    return false;
-                }
-                jobs.push(Job {
-                    prompt_sha256: sha256_hex(text.as_bytes()),
-                    scenario: item.to_string(),
-                    condition: condition.to_string(),
-                    task: task.to_string(),
-                    step,
-                    request: Request {
-                        id,
-                        // The prompt carries every instruction; the system turn is left to
-                        // the model's own template default, as for CREG.
-                        prompt: Prompt::Chat(vec![Message {
-                            role: Role::User,
-                            content: text,
-                        }]),
-                        seeds: plan.seeds.clone(),
-                        max_new_tokens,
-                        sampling,
-                    },
-                });
-                true
-            };
+        check_query_labels(&set)?;
+        let mut list = JobList {
+            plan: &plan,
+            max_new_tokens,
+            sampling,
+            jobs: Vec::new(),
+            questions: Vec::new(),
+        };
         if let Some(part) = &set.core {
-            for i in first_per_domain(&part.items, |x| x.domain, plan.limit_per_domain) {
-                let item = &part.items[i];
-                let n = item.sessions.len();
-                let [pre, post] = probe_prompts(item);
-                for (phase, prompt, shown) in [
-                    (Phase::Pre, pre, n.saturating_sub(1)),
-                    (Phase::Post, post, n),
-                    (Phase::Followup, followup_prompt(item), n),
-                ] {
-                    let id = item.probe_id.as_str();
-                    if push(
-                        &part.sha256,
-                        CONVERSATION,
-                        id,
-                        phase.as_str(),
-                        shown,
-                        prompt.text,
-                    ) {
-                        questions.push(Question::Core { item: i, phase });
-                    }
-                }
-            }
+            list.add_core(part);
         }
         if let Some(part) = &set.pit {
-            for i in first_per_domain(&part.items, |x| x.domain, plan.limit_per_domain) {
-                let item = &part.items[i];
-                for (j, (q, prompt)) in item.queries.iter().zip(pit_prompts(item)).enumerate() {
-                    if push(
-                        &part.sha256,
-                        POINT_IN_TIME,
-                        item.pit_id.as_str(),
-                        q.label.as_str(),
-                        j,
-                        prompt.text,
-                    ) {
-                        questions.push(Question::Pit { item: i, query: j });
-                    }
-                }
-            }
+            list.add_pit(part);
         }
+        let JobList {
+            jobs, questions, ..
+        } = list;
         Ok(ProbeWorkload {
             set,
             plan,

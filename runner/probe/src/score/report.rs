@@ -4,7 +4,9 @@
 use crate::records::{Contradicted, ProbeItem};
 use crate::score::compare::{depth_trends, fmt_p, Trend};
 use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
-use crate::score::outcome::{score_probe_item, ItemScore, Outcome, ProbeResponse};
+use crate::score::outcome::{
+    score_probe_item, InvalidationScore, ItemScore, Outcome, ProbeResponse,
+};
 use runner_core::stats::bootstrap::{mean_ci, Estimate};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -188,15 +190,56 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
             score: score_probe_item(item, r),
         })
         .collect();
+    ProbeReport {
+        system: system.to_string(),
+        alias_version: ALIAS_VERSION,
+        abstention_version: ABSTENTION_VERSION,
+        items: distinct_items(&samples),
+        samples: samples.len(),
+        pre_acc: clustered(
+            &samples,
+            |_| true,
+            |s| f64::from(u8::from(s.score.pre.is_correct())),
+        ),
+        post_acc: clustered(&samples, |_| true, post_correct),
+        post_em: clustered(&samples, |_| true, |s| f64::from(u8::from(s.score.post_em))),
+        post_acc_given_pre: clustered(&samples, |s| s.score.pre.is_correct(), post_correct),
+        post_acc_majority: majority(&samples),
+        stale_rate: clustered(
+            &samples,
+            |_| true,
+            |s| f64::from(u8::from(s.score.post == Outcome::Stale)),
+        ),
+        abstention: abstention(&samples),
+        invalidation: invalidation(&samples),
+        axis_acc: axis_accuracy(&samples),
+        followup_contract_failures: pairs.iter().filter(|(_, r)| r.followup_failed).count(),
+        axis_acc_by: axis_accuracy_by_cell(&samples),
+        outcomes: post_outcomes(&samples),
+        depth_trend: depth_trends(pairs),
+        by: post_accuracy_by(&samples),
+        propagation: propagation(&samples),
+    }
+}
+
+fn distinct_items(samples: &[Sample]) -> usize {
     let mut items: Vec<&str> = samples.iter().map(|s| s.item.probe_id.as_str()).collect();
     items.sort_unstable();
     items.dedup();
+    items.len()
+}
 
+fn post_outcomes(samples: &[Sample]) -> BTreeMap<Outcome, usize> {
     let mut outcomes = BTreeMap::new();
-    for s in &samples {
+    for s in samples {
         *outcomes.entry(s.score.post).or_insert(0) += 1;
     }
+    outcomes
+}
 
+/// Abstention credit on the post question: recall over items whose gold_post is
+/// "unknown", precision over all abstentions.
+fn abstention(samples: &[Sample]) -> Abstention {
     let unknown = samples
         .iter()
         .filter(|s| s.item.gold_post.is_unknown())
@@ -216,51 +259,73 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         (Some(_), Some(_)) => Some(0.0),
         _ => None,
     };
+    Abstention {
+        recall,
+        precision,
+        f1,
+    }
+}
 
-    let with_inv: Vec<(&Sample, &crate::score::outcome::InvalidationScore)> = samples
+/// Invalidation figures over the samples with a follow-up answer; none: no figures.
+fn invalidation(samples: &[Sample]) -> Option<Invalidation> {
+    let with_inv: Vec<&InvalidationScore> = samples
         .iter()
-        .filter_map(|s| s.score.invalidation.as_ref().map(|v| (s, v)))
+        .filter_map(|s| s.score.invalidation.as_ref())
         .collect();
-    let invalidation = (!with_inv.is_empty()).then(|| {
-        let hits: usize = with_inv.iter().map(|(_, v)| v.hits).sum();
-        let total: usize = with_inv.iter().map(|(_, v)| v.total).sum();
-        let macro_sum: f64 = with_inv
-            .iter()
-            .map(|(_, v)| ratio(v.hits, v.total).unwrap_or(1.0))
-            .sum();
-        let mut positions: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-        for (_, v) in &with_inv {
-            for (p, hit) in &v.positions {
-                let e = positions.entry(p.to_string()).or_default();
-                e.0 += usize::from(*hit);
-                e.1 += 1;
-            }
+    if with_inv.is_empty() {
+        return None;
+    }
+    let hits: usize = with_inv.iter().map(|v| v.hits).sum();
+    let total: usize = with_inv.iter().map(|v| v.total).sum();
+    let macro_sum: f64 = with_inv
+        .iter()
+        .map(|v| ratio(v.hits, v.total).unwrap_or(1.0))
+        .sum();
+    let predicted: usize = with_inv.iter().map(|v| v.predicted).sum();
+    let precisions: Vec<f64> = with_inv
+        .iter()
+        .filter_map(|v| ratio(v.hits, v.predicted))
+        .collect();
+    Some(Invalidation {
+        micro_precision: ratio(hits, predicted),
+        macro_precision: (!precisions.is_empty())
+            .then(|| precisions.iter().sum::<f64>() / precisions.len() as f64),
+        micro_recall: ratio(hits, total).unwrap_or(1.0),
+        macro_recall: macro_sum / with_inv.len() as f64,
+        by_chain_position: recall_by_chain_position(&with_inv),
+        over_invalidation: with_inv.iter().filter(|v| v.over > 0).count() as f64
+            / with_inv.len() as f64,
+    })
+}
+
+fn recall_by_chain_position(with_inv: &[&InvalidationScore]) -> BTreeMap<String, f64> {
+    let mut positions: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for v in with_inv {
+        for (p, hit) in &v.positions {
+            let e = positions.entry(p.to_string()).or_default();
+            e.0 += usize::from(*hit);
+            e.1 += 1;
         }
-        let predicted: usize = with_inv.iter().map(|(_, v)| v.predicted).sum();
-        let precisions: Vec<f64> = with_inv
-            .iter()
-            .filter_map(|(_, v)| ratio(v.hits, v.predicted))
-            .collect();
-        Invalidation {
-            micro_precision: ratio(hits, predicted),
-            macro_precision: (!precisions.is_empty())
-                .then(|| precisions.iter().sum::<f64>() / precisions.len() as f64),
-            micro_recall: ratio(hits, total).unwrap_or(1.0),
-            macro_recall: macro_sum / with_inv.len() as f64,
-            by_chain_position: positions
-                .into_iter()
-                .map(|(p, (h, n))| (p, h as f64 / n as f64))
-                .collect(),
-            over_invalidation: with_inv.iter().filter(|(_, v)| v.over > 0).count() as f64
-                / with_inv.len() as f64,
-        }
-    });
+    }
+    positions
+        .into_iter()
+        .map(|(p, (h, n))| (p, h as f64 / n as f64))
+        .collect()
+}
+
+/// Share of right axis predictions over the samples that made one.
+fn axis_accuracy(samples: &[Sample]) -> Option<f64> {
     let axis_preds: Vec<bool> = samples
         .iter()
         .filter_map(|s| s.score.axis_correct)
         .collect();
+    ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len())
+}
+
+/// Axis accuracy per contradicted x gold axis cell.
+fn axis_accuracy_by_cell(samples: &[Sample]) -> BTreeMap<String, f64> {
     let mut axis_cells: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for s in &samples {
+    for s in samples {
         if let Some(ok) = s.score.axis_correct {
             let e = axis_cells
                 .entry(format!("{} {}", s.item.contradicted, s.item.gold_axis))
@@ -269,8 +334,25 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
             e.1 += 1;
         }
     }
+    axis_cells
+        .into_iter()
+        .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
+        .collect()
+}
 
-    let propagation = breakdowns()
+/// Post accuracy in every breakdown.
+fn post_accuracy_by(samples: &[Sample]) -> BTreeMap<String, BTreeMap<String, Estimate>> {
+    let all: Vec<&Sample> = samples.iter().collect();
+    breakdowns()
+        .into_iter()
+        .map(|(name, key)| (name.to_string(), table(&all, key)))
+        .collect()
+}
+
+/// Post accuracy over the samples whose pre answer was right, by depth and by depth x
+/// contradicted.
+fn propagation(samples: &[Sample]) -> BTreeMap<String, BTreeMap<String, Estimate>> {
+    breakdowns()
         .into_iter()
         .filter(|(name, _)| matches!(*name, "hop_depth" | "hop_x_contradicted"))
         .map(|(name, key)| {
@@ -280,50 +362,7 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
                 .collect();
             (name.to_string(), table(&kept, key))
         })
-        .collect();
-    let all: Vec<&Sample> = samples.iter().collect();
-    let by = breakdowns()
-        .into_iter()
-        .map(|(name, key)| (name.to_string(), table(&all, key)))
-        .collect();
-
-    ProbeReport {
-        system: system.to_string(),
-        alias_version: ALIAS_VERSION,
-        abstention_version: ABSTENTION_VERSION,
-        items: items.len(),
-        samples: samples.len(),
-        pre_acc: clustered(
-            &samples,
-            |_| true,
-            |s| f64::from(u8::from(s.score.pre.is_correct())),
-        ),
-        post_acc: clustered(&samples, |_| true, post_correct),
-        post_em: clustered(&samples, |_| true, |s| f64::from(u8::from(s.score.post_em))),
-        post_acc_given_pre: clustered(&samples, |s| s.score.pre.is_correct(), post_correct),
-        post_acc_majority: majority(&samples),
-        stale_rate: clustered(
-            &samples,
-            |_| true,
-            |s| f64::from(u8::from(s.score.post == Outcome::Stale)),
-        ),
-        abstention: Abstention {
-            recall,
-            precision,
-            f1,
-        },
-        invalidation,
-        axis_acc: ratio(axis_preds.iter().filter(|b| **b).count(), axis_preds.len()),
-        followup_contract_failures: pairs.iter().filter(|(_, r)| r.followup_failed).count(),
-        axis_acc_by: axis_cells
-            .into_iter()
-            .map(|(k, (hit, n))| (k, hit as f64 / n as f64))
-            .collect(),
-        outcomes,
-        depth_trend: depth_trends(pairs),
-        by,
-        propagation,
-    }
+        .collect()
 }
 
 pub(super) fn pct(e: &Option<Estimate>) -> String {
@@ -347,7 +386,32 @@ impl ProbeReport {
             self.system, self.items, self.samples
         );
         let _ = writeln!(s, "| metric | value [95% CI] |\n| --- | --- |");
-        let rows = [
+        for (k, v) in self.headline_rows() {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        self.write_cell_metrics(&mut s);
+        let _ = writeln!(
+            s,
+            "\nAliases `{}`, abstention phrases `{}`; intervals: bootstrap clustered by item.",
+            self.alias_version, self.abstention_version
+        );
+        write_estimates(
+            &mut s,
+            "\n| breakdown | cell | n | post accuracy | 95% CI |\n| --- | --- | --- | --- | --- |",
+            &self.by,
+        );
+        write_estimates(
+            &mut s,
+            "\n| propagation (post given pre correct) | cell | n items | accuracy | 95% CI |\n| --- | --- | --- | --- | --- |",
+            &self.propagation,
+        );
+        s
+    }
+
+    /// The metric table's fixed rows.
+    fn headline_rows(&self) -> [(&'static str, String); 16] {
+        let inv = self.invalidation.as_ref();
+        [
             ("post accuracy (NM)", pct(&self.post_acc)),
             ("post EM", pct(&self.post_em)),
             ("pre accuracy", pct(&self.pre_acc)),
@@ -365,33 +429,32 @@ impl ProbeReport {
             ("abstention F1", opt(self.abstention.f1)),
             (
                 "invalidation micro recall",
-                opt(self.invalidation.as_ref().map(|i| i.micro_recall)),
+                opt(inv.map(|i| i.micro_recall)),
             ),
             (
                 "invalidation macro recall",
-                opt(self.invalidation.as_ref().map(|i| i.macro_recall)),
+                opt(inv.map(|i| i.macro_recall)),
             ),
             (
                 "invalidation micro precision",
-                opt(self.invalidation.as_ref().and_then(|i| i.micro_precision)),
+                opt(inv.and_then(|i| i.micro_precision)),
             ),
             (
                 "invalidation macro precision",
-                opt(self.invalidation.as_ref().and_then(|i| i.macro_precision)),
+                opt(inv.and_then(|i| i.macro_precision)),
             ),
-            (
-                "over-invalidation",
-                opt(self.invalidation.as_ref().map(|i| i.over_invalidation)),
-            ),
+            ("over-invalidation", opt(inv.map(|i| i.over_invalidation))),
             ("axis accuracy", opt(self.axis_acc)),
             (
                 "follow-up contract failures",
                 self.followup_contract_failures.to_string(),
             ),
-        ];
-        for (k, v) in rows {
-            let _ = writeln!(s, "| {k} | {v} |");
-        }
+        ]
+    }
+
+    /// The metric table's rows that depend on what was measured: per chain position,
+    /// per axis cell, per contradicted arm, and the outcome counts.
+    fn write_cell_metrics(&self, s: &mut String) {
         if let Some(inv) = &self.invalidation {
             for (p, r) in &inv.by_chain_position {
                 let _ = writeln!(s, "| invalidation recall, chain position {p} | {r:.3} |");
@@ -416,37 +479,23 @@ impl ProbeReport {
             .map(|(o, n)| format!("{}={n}", o.as_str()))
             .collect();
         let _ = writeln!(s, "| post outcomes | {} |", outcomes.join(", "));
-        let _ = writeln!(
-            s,
-            "\nAliases `{}`, abstention phrases `{}`; intervals: bootstrap clustered by item.",
-            self.alias_version, self.abstention_version
-        );
-        let _ = writeln!(
-            s,
-            "\n| breakdown | cell | n | post accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
-        );
-        for (name, table) in &self.by {
-            for (cell, e) in table {
-                let _ = writeln!(
-                    s,
-                    "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
-                    e.clusters, e.mean, e.lo, e.hi
-                );
-            }
+    }
+}
+
+/// A table of estimates under `header`, one row per (breakdown, cell).
+fn write_estimates(
+    s: &mut String,
+    header: &str,
+    tables: &BTreeMap<String, BTreeMap<String, Estimate>>,
+) {
+    let _ = writeln!(s, "{header}");
+    for (name, table) in tables {
+        for (cell, e) in table {
+            let _ = writeln!(
+                s,
+                "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
+                e.clusters, e.mean, e.lo, e.hi
+            );
         }
-        let _ = writeln!(
-            s,
-            "\n| propagation (post given pre correct) | cell | n items | accuracy | 95% CI |\n| --- | --- | --- | --- | --- |"
-        );
-        for (name, table) in &self.propagation {
-            for (cell, e) in table {
-                let _ = writeln!(
-                    s,
-                    "| {name} | {cell} | {} | {:.3} | [{:.3}, {:.3}] |",
-                    e.clusters, e.mean, e.lo, e.hi
-                );
-            }
-        }
-        s
     }
 }
