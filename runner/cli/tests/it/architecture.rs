@@ -48,9 +48,8 @@ fn workspace_dependencies(folder: &str) -> BTreeSet<String> {
     let path = crates_dir().join(folder).join("Cargo.toml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let manifest: toml::Value = text
-        .parse()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let manifest: toml::Table =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let ours: BTreeSet<&str> = CRATES.iter().map(|(_, name, _)| *name).collect();
     let mut tables: Vec<&toml::Value> = ["dependencies", "build-dependencies"]
         .iter()
@@ -187,22 +186,32 @@ fn is_ancestor(a: &Module, b: &Module) -> bool {
     a.len() < b.len() && b.starts_with(a)
 }
 
-/// Each module's uses of other modules, leaving out its ancestors and descendants: a
-/// child uses what its parent declares, and a parent re-exports its children.
+/// Which modules use which, where a use counts between the two siblings that hold its
+/// ends: `candle/models/llama` using `candle/layers` is `candle/models` using
+/// `candle/layers`, so a circle between two folders shows whichever files close it. A
+/// module using its own ancestor (a child using what its parent declares) or descendant
+/// (a parent re-exporting a child) is no edge.
 fn import_graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let modules: BTreeSet<Module> = files.iter().map(|f| module_of(src, f)).collect();
-    let mut graph = BTreeMap::new();
+    let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for file in &files {
         let module = module_of(src, file);
         let code = code_of(&std::fs::read_to_string(file).unwrap());
-        let uses: BTreeSet<Module> = paths_in(&code, &module)
+        for used in paths_in(&code, &module)
             .iter()
             .filter_map(|p| module_named(p, &modules))
-            .filter(|m| *m != module && !is_ancestor(m, &module) && !is_ancestor(&module, m))
-            .collect();
-        graph.insert(module, uses);
+        {
+            if used == module || is_ancestor(&used, &module) || is_ancestor(&module, &used) {
+                continue;
+            }
+            let common = module.iter().zip(&used).take_while(|(a, b)| a == b).count();
+            graph
+                .entry(module[..=common].to_vec())
+                .or_default()
+                .insert(used[..=common].to_vec());
+        }
     }
     graph
 }
@@ -287,7 +296,8 @@ fn the_import_scanner_sees_grouped_relative_and_inline_paths() {
         .collect();
     assert_eq!(paths, want);
 
-    // A circle between two siblings is found; a child using its parent is not one.
+    // A circle between two siblings is found; a child using its parent is not one; a
+    // use between files of two folders counts between the folders.
     let m = |s: &str| -> Module { s.split('/').map(String::from).collect() };
     let graph: BTreeMap<Module, BTreeSet<Module>> = [
         (m("p/a"), [m("p/b")].into()),
@@ -297,4 +307,31 @@ fn the_import_scanner_sees_grouped_relative_and_inline_paths() {
     .into();
     assert!(circle_through(&graph, &m("p/a")).is_some());
     assert!(circle_through(&graph, &m("q/c")).is_none());
+}
+
+#[test]
+fn a_circle_between_two_folders_is_found_through_their_files() {
+    let src = std::env::temp_dir().join(format!("creg-arch-{}", std::process::id()));
+    let write = |rel: &str, text: &str| {
+        let p = src.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("lib.rs", "pub mod x;\npub mod y;\n");
+    write("x/mod.rs", "pub mod a;\npub mod c;\n");
+    write("x/a.rs", "use crate::y::b::B;\nuse super::c::C;\n");
+    write("x/c.rs", "pub struct C;\nuse crate::x::a;\n");
+    write("y/mod.rs", "pub mod b;\n");
+    write("y/b.rs", "pub struct B;\n");
+    let m = |s: &str| -> Module { s.split('/').map(String::from).collect() };
+    let graph = import_graph(&src);
+    // x/a -> y/b counts as x -> y; x/a <-> x/c is a circle inside x.
+    assert_eq!(graph[&m("x")], [m("y")].into());
+    assert!(circle_through(&graph, &m("x")).is_none());
+    assert!(circle_through(&graph, &m("x/a")).is_some());
+    // y's file closing the circle through x.
+    write("y/b.rs", "pub struct B;\nfn f() { crate::x::c::C; }\n");
+    let graph = import_graph(&src);
+    assert!(circle_through(&graph, &m("x")).is_some());
+    std::fs::remove_dir_all(&src).ok();
 }
