@@ -274,7 +274,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "continuous,static", value_delimiter = ',')]
     scheduler: Vec<String>,
     /// How continuous batching refills finished rows' places, comma-separated, each run
-    /// in turn: in-place (the engine's way), compact (drop them at once, the way before).
+    /// in turn: in-place (the default), compact (drop them at once, for comparison).
     #[arg(long, value_delimiter = ',')]
     refill: Vec<String>,
 }
