@@ -31,8 +31,8 @@ pub enum Reads {
     /// In place on the CPU; on a device, block reads (an argmax there when every row
     /// is greedy).
     Auto,
-    /// Every row whole: in place on the CPU, one copy of all rows from a device (the
-    /// device's way before block reads, kept for `runner bench --sampler`).
+    /// Every row whole: in place on the CPU, one copy of all rows from a device (what
+    /// `runner bench --sampler` compares block reads against).
     Whole,
     /// Block reads on any device (to test the device's way on the CPU).
     Blocks,
