@@ -55,6 +55,8 @@ pub struct GenerateArgs {
     /// auto, cpu or cuda:N
     #[arg(long, default_value = "auto")]
     device: String,
+    #[command(flatten)]
+    weights: crate::weights::WeightArgs,
     /// A model panel other than the built-in one.
     #[arg(long)]
     panel: Option<PathBuf>,
@@ -68,8 +70,8 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
     }
     let (files, label) = resolve(&args.model, args.panel.as_deref())?;
     let revision = files.revision.clone();
-    let mut engine =
-        Engine::load(&files, device, &label).with_context(|| format!("loading {label}"))?;
+    let mut engine = Engine::load_with(&files, device, &label, args.weights.options())
+        .with_context(|| format!("loading {label}"))?;
     let mut messages = Vec::new();
     if let Some(s) = args.system {
         messages.push(Message {
@@ -240,6 +242,8 @@ pub struct BenchArgs {
     prefill_tokens: usize,
     #[arg(long, default_value = "auto")]
     device: String,
+    #[command(flatten)]
+    weights: crate::weights::WeightArgs,
     /// Also write the prompts' token ids as JSON, for a side-by-side run elsewhere.
     #[arg(long)]
     save_prompts: Option<PathBuf>,
@@ -291,6 +295,7 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
     Ok(EngineBench {
         model,
         device: args.device.parse().map_err(anyhow::Error::msg)?,
+        load: args.weights.options(),
         batches: args.batch.clone(),
         prompt_tokens: args.prompt_tokens,
         new_tokens: args.new_tokens,

@@ -14,6 +14,7 @@ mod score;
 mod served;
 mod smoke;
 mod suite;
+mod weights;
 
 #[derive(Parser, Debug)]
 #[command(

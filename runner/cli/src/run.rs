@@ -50,6 +50,8 @@ pub struct RunArgs {
     /// auto, cpu or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
+    #[command(flatten)]
+    pub weights: crate::weights::WeightArgs,
     /// Run slice I of N (0-based), by request id.
     #[arg(long)]
     pub shard: Option<Shard>,
@@ -184,6 +186,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
                 workload.as_ref(),
                 &ModelOptions {
                     device,
+                    load: args.weights.options(),
                     max_batch: args.max_batch,
                     panel: &panel,
                 },

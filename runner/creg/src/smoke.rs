@@ -96,6 +96,7 @@ pub fn smoke(
     for model in [model_dir.display().to_string(), "oracle".to_string()] {
         let options = ModelOptions {
             device: DeviceChoice::Cpu,
+            load: Default::default(),
             max_batch: None,
             panel,
         };

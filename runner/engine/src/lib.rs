@@ -194,6 +194,9 @@ pub enum EngineError {
     NotAvailable(String),
     #[error("device: {0}")]
     Device(String),
+    /// Refused before loading: the model would not fit.
+    #[error("{0}")]
+    Memory(String),
     #[error("invalid request {id}: {message}")]
     InvalidRequest { id: String, message: String },
 }

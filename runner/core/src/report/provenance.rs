@@ -108,6 +108,7 @@ impl Provenance {
                 ("model", id("/model/name")),
                 ("revision", id("/model/revision")),
                 ("dtype", id("/model/dtype")),
+                ("weights", id("/model/weights")),
                 ("runner", id("/runner_version")),
                 ("sampling", id("/decoding/sampling")),
                 ("max new tokens", id("/decoding/max_new_tokens")),

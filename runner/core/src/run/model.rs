@@ -3,6 +3,7 @@
 //! the run manifest records about it.
 
 use crate::run::{RunError, Workload};
+use runner_engine::candle::load::format::LoadOptions;
 use runner_engine::candle::load::hub::{self, Panel};
 use runner_engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
 use runner_engine::digest::sha256_hex;
@@ -25,6 +26,8 @@ pub struct Loaded {
 
 pub struct ModelOptions<'a> {
     pub device: DeviceChoice,
+    /// The weights' format (`--dtype`, `--quantization`).
+    pub load: LoadOptions,
     /// Sequences decoded together; the engine's default when `None`.
     pub max_batch: Option<usize>,
     pub panel: &'a Panel,
@@ -56,7 +59,7 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
     };
     let (device, warning) = select_device(opts.device)?;
     let device_name = runner_engine::candle::runtime::device::name(&device);
-    let mut engine = Engine::load(&files, device, &label)?;
+    let mut engine = Engine::load_with(&files, device, &label, opts.load)?;
     let prompts: Vec<&runner_engine::Prompt> =
         workload.jobs().iter().map(|j| &j.request.prompt).collect();
     let max_new_tokens = workload
@@ -88,6 +91,7 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         "tokenizer_sha256": file_sha256(&files.tokenizer)?,
         "chat_template_sha256": sha256_hex(engine.template().source().as_bytes()),
         "dtype": format!("{:?}", engine.dtype()).to_lowercase(),
+        "weights": engine.weight_format().name(),
         // Batch composition may change the numbers of a row on some devices, so a run
         // resumed with another batch bound is another run.
         "max_batch": opts.max_batch,

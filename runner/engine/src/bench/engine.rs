@@ -27,6 +27,8 @@ pub enum BenchModel {
 pub struct EngineBench {
     pub model: BenchModel,
     pub device: DeviceChoice,
+    /// The weights' format.
+    pub load: crate::candle::load::format::LoadOptions,
     /// Batch sizes, each measured in turn; 0 stands for the row limit (the rows whose KV
     /// cache of prompt and new tokens fits the device's budget).
     pub batches: Vec<usize>,
@@ -148,7 +150,7 @@ pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Valu
         }
     };
     let files = ModelFiles::from_dir(&dir)?;
-    let engine = Engine::load(&files, device, &label)?;
+    let engine = Engine::load_with(&files, device, &label, bench.load)?;
     let row_limit = engine.row_limit(bench.prompt_tokens + bench.new_tokens);
     let batches: Vec<usize> = bench
         .batches
@@ -343,6 +345,7 @@ mod tests {
         let mut bench = EngineBench {
             model: BenchModel::Folder(PathBuf::from("/nonexistent")),
             device: DeviceChoice::Cpu,
+            load: Default::default(),
             batches: vec![],
             prompt_tokens: 10,
             new_tokens: 4,

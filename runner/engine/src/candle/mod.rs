@@ -16,7 +16,7 @@ use crate::{BatchStats, EngineError, Prompt};
 pub use bench::{BenchBreakdown, BenchTimes};
 use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;
-pub use runtime::device::{default_dtype, select_device, DeviceChoice};
+pub use runtime::device::{select_device, DeviceChoice};
 use runtime::kv_cache::KvCache;
 pub use runtime::model_runner::LogitTrace;
 use runtime::model_runner::ModelRunner;
@@ -50,6 +50,7 @@ pub struct Engine {
     eos: Vec<u32>,
     device: Device,
     dtype: DType,
+    weights: crate::candle::load::format::WeightFormat,
     limits: BatchLimits,
     scheduler: Scheduler,
     refill: Refill,
@@ -163,6 +164,11 @@ impl Engine {
 
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// The format the linear layers' weights are held in.
+    pub fn weight_format(&self) -> crate::candle::load::format::WeightFormat {
+        self.weights
     }
 
     pub fn template(&self) -> &ChatTemplate {

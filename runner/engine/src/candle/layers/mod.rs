@@ -2,13 +2,15 @@
 //! grouped attention, and the gated MLP.
 
 use crate::candle::cpu;
-use crate::candle::cpu::row_matmul;
 pub use crate::candle::cpu::GatedAct;
+use crate::candle::load::format::{WeightFormat, Weights};
 mod names;
+mod proj;
 use crate::candle::runtime::kv_cache::StepLayout;
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Linear, Module};
 pub use names::{GateUpNames, QkvNames, TensorNames, SEPARATE};
+pub use proj::Proj;
 
 /// Rotary embedding frequencies; the tables are computed in f32 for the positions of
 /// each step (per row, since rows sit at different positions).
@@ -213,7 +215,7 @@ fn attention_block(
 /// at load): one pass over the input instead of three.
 #[derive(Debug, Clone)]
 pub struct QkvProjection {
-    qkv: Linear,
+    qkv: Proj,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -228,37 +230,17 @@ impl QkvProjection {
         hidden: usize,
         (heads, kv_heads, head_dim): (usize, usize, usize),
         bias: bool,
+        weights: Weights,
     ) -> Result<Self> {
         let (q, kv) = (heads * head_dim, kv_heads * head_dim);
-        let (weight, bias) = match names {
-            QkvNames::Fused(name) => {
-                let vb = vb.pp(name);
-                let bias = if bias {
-                    Some(vb.get(q + 2 * kv, "bias")?)
-                } else {
-                    None
-                };
-                (vb.get((q + 2 * kv, hidden), "weight")?, bias)
-            }
-            QkvNames::Separate(names) => {
-                let parts = names.iter().zip([q, kv, kv]);
-                let weights = parts
-                    .clone()
-                    .map(|(name, out)| vb.pp(name).get((out, hidden), "weight"))
-                    .collect::<Result<Vec<_>>>()?;
-                let biases = if bias {
-                    let b = parts
-                        .map(|(name, out)| vb.pp(name).get(out, "bias"))
-                        .collect::<Result<Vec<_>>>()?;
-                    Some(Tensor::cat(&b, 0)?)
-                } else {
-                    None
-                };
-                (Tensor::cat(&weights, 0)?, biases)
+        let qkv = match names {
+            QkvNames::Fused(name) => Proj::load(vb, &[(name, q + 2 * kv)], hidden, bias, weights)?,
+            QkvNames::Separate([qn, kn, vn]) => {
+                Proj::load(vb, &[(qn, q), (kn, kv), (vn, kv)], hidden, bias, weights)?
             }
         };
         Ok(QkvProjection {
-            qkv: Linear::new(weight, bias),
+            qkv,
             heads,
             kv_heads,
             head_dim,
@@ -269,11 +251,15 @@ impl QkvProjection {
     /// each contiguous.
     pub fn forward(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (rows, new, _) = x.dims3()?;
-        if new == 1 && self.qkv.bias().is_none() && !x.device().is_cpu() {
-            return self.forward_parts(x);
+        if let Some(dense) = self.qkv.dense() {
+            if new == 1 && dense.bias().is_none() && !x.device().is_cpu() {
+                return self.forward_parts(dense, x);
+            }
         }
         let all = self.heads + 2 * self.kv_heads;
-        let y = row_matmul::linear(&self.qkv, x)?
+        let y = self
+            .qkv
+            .forward(x)?
             .reshape((rows, new, all, self.head_dim))?
             .transpose(1, 2)?;
         let q = y.narrow(1, 0, self.heads)?.contiguous()?;
@@ -290,12 +276,12 @@ impl QkvProjection {
     /// where splitting the stacked product takes a copy per part: on a GPU, three copies
     /// (a kernel and a shape upload each) fewer per layer for two more products. Not
     /// with a bias: it would take three broadcast adds, each with its own upload. Not on
-    /// the CPU, whose batch-invariant products pad narrow ones (`row_matmul`).
-    fn forward_parts(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    /// the CPU, whose products take packed weights (`cpu::packed`).
+    fn forward_parts(&self, dense: &Linear, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let (rows, new, _) = x.dims3()?;
         let d = self.head_dim;
         let part = |first: usize, heads: usize| -> Result<Tensor> {
-            let weight = self.qkv.weight().narrow(0, first * d, heads * d)?;
+            let weight = dense.weight().narrow(0, first * d, heads * d)?;
             Linear::new(weight, None)
                 .forward(x)?
                 .reshape((rows, new, heads, d))?
@@ -317,13 +303,13 @@ impl QkvProjection {
         let f32_cpu = [x, cos, sin]
             .iter()
             .all(|t| t.device().is_cpu() && t.dtype() == DType::F32);
-        if !f32_cpu {
+        if !f32_cpu || self.qkv.dense().is_some() {
             let (q, k, v) = self.forward(x)?;
             return Ok((apply_rope(&q, cos, sin)?, apply_rope(&k, cos, sin)?, v));
         }
         let (rows, new, _) = x.dims3()?;
         // The bias is added in the kernel's pass rather than by a pass of its own.
-        let y = row_matmul::matmul_t(&x.reshape((rows * new, x.dim(2)?))?, self.qkv.weight())?;
+        let y = self.qkv.forward_t(&x.reshape((rows * new, x.dim(2)?))?)?;
         let dims = (self.heads, self.kv_heads, self.head_dim);
         cpu::split_rotate(&y, self.qkv.bias(), (rows, new), dims, cos, sin)
     }
@@ -333,8 +319,8 @@ impl QkvProjection {
 /// stacked at load) and, for f32 on the CPU, the activation and product in one pass.
 #[derive(Debug, Clone)]
 pub struct GatedMlp {
-    gate_up: Linear,
-    down: Linear,
+    gate_up: Proj,
+    down: Proj,
     inner: usize,
     act: GatedAct,
 }
@@ -348,30 +334,30 @@ impl GatedMlp {
         hidden: usize,
         inner: usize,
         act: GatedAct,
+        weights: Weights,
     ) -> Result<Self> {
         let gate_up = match names {
-            GateUpNames::Fused(name) => vb.pp(name).get((2 * inner, hidden), "weight")?,
+            GateUpNames::Fused(name) => {
+                Proj::load(&vb, &[(name, 2 * inner)], hidden, false, weights)?
+            }
             GateUpNames::Separate([gate, up]) => {
-                let gate = vb.pp(gate).get((inner, hidden), "weight")?;
-                let up = vb.pp(up).get((inner, hidden), "weight")?;
-                Tensor::cat(&[&gate, &up], 0)?
+                Proj::load(&vb, &[(gate, inner), (up, inner)], hidden, false, weights)?
             }
         };
         Ok(GatedMlp {
-            gate_up: Linear::new(gate_up, None),
-            down: candle_nn::linear_no_bias(inner, hidden, vb.pp("down_proj"))?,
+            gate_up,
+            down: Proj::load(&vb, &[("down_proj", hidden)], inner, false, weights)?,
             inner,
             act,
         })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gated_out = if x.device().is_cpu() {
-            gated(&row_matmul::linear(&self.gate_up, x)?, self.inner, self.act)?
-        } else {
-            self.gated_parts(x)?
+        let gated_out = match self.gate_up.dense() {
+            Some(dense) if !x.device().is_cpu() => self.gated_parts(dense, x)?,
+            _ => gated(&self.gate_up.forward(x)?, self.inner, self.act)?,
         };
-        row_matmul::linear(&self.down, &gated_out)
+        self.down.forward(&gated_out)
     }
 
     /// act(gate(x)) * up(x) as two products through views of the stacked weight (gate's
@@ -379,9 +365,9 @@ impl GatedMlp {
     /// product over the two halves of one product read strided operands, each of which
     /// a GPU kernel is told through a shape upload. Two fewer uploads per layer for one
     /// more product.
-    fn gated_parts(&self, x: &Tensor) -> Result<Tensor> {
+    fn gated_parts(&self, dense: &Linear, x: &Tensor) -> Result<Tensor> {
         let half = |first: usize| -> Result<Tensor> {
-            let weight = self.gate_up.weight().narrow(0, first, self.inner)?;
+            let weight = dense.weight().narrow(0, first, self.inner)?;
             Linear::new(weight, None).forward(x)
         };
         activate(&half(0)?, self.act)? * half(self.inner)?
@@ -450,10 +436,51 @@ pub fn last_token(x: &Tensor) -> Result<Tensor> {
 }
 
 /// Logits (rows, vocab) in f32 from the last-token hidden state.
-pub fn logits(head: &Linear, last: &Tensor) -> Result<Tensor> {
-    row_matmul::linear(head, last)?
-        .squeeze(1)?
-        .to_dtype(DType::F32)
+pub fn logits(head: &Proj, last: &Tensor) -> Result<Tensor> {
+    head.forward(last)?.squeeze(1)?.to_dtype(DType::F32)
+}
+
+/// The token embedding table. On the CPU it is kept in bf16 when the weights are bf16
+/// or quantized (a lookup reads a row, so a quantized table would save little and cost
+/// precision at the input), and each looked-up row is widened to the activations' dtype.
+#[derive(Debug, Clone)]
+pub struct Embedding {
+    table: Tensor,
+    dtype: DType,
+}
+
+impl Embedding {
+    pub fn load(
+        vb: candle_nn::VarBuilder,
+        (vocab, hidden): (usize, usize),
+        weights: Weights,
+    ) -> Result<Self> {
+        let keep = match weights.format {
+            WeightFormat::F32 => vb.dtype(),
+            _ if vb.device().is_cpu() => DType::BF16,
+            _ => vb.dtype(),
+        };
+        let table = vb.get_with_hints_dtype((vocab, hidden), "weight", Default::default(), keep)?;
+        Ok(Embedding {
+            table,
+            dtype: vb.dtype(),
+        })
+    }
+
+    /// (vocab, hidden), in the dtype it is kept in.
+    pub fn table(&self) -> &Tensor {
+        &self.table
+    }
+
+    /// Token ids (..) -> (.., hidden) in the activations' dtype.
+    pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        let mut dims = ids.dims().to_vec();
+        dims.push(self.table.dim(1)?);
+        self.table
+            .index_select(&ids.flatten_all()?, 0)?
+            .reshape(dims)?
+            .to_dtype(self.dtype)
+    }
 }
 
 #[cfg(test)]

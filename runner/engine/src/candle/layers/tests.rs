@@ -1,4 +1,5 @@
 use crate::candle::layers::*;
+use crate::candle::load::format::Weights;
 use crate::candle::runtime::kv_cache::StepLayout;
 
 fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
@@ -23,7 +24,7 @@ fn the_fused_split_and_rotation_matches_candles_copies_and_rope() -> Result<()> 
         }
         let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, &dev);
         let names = QkvNames::Separate(["q_proj", "k_proj", "v_proj"]);
-        let qkv = QkvProjection::load(&vb, &names, hidden, (heads, kv, d), bias)?;
+        let qkv = QkvProjection::load(&vb, &names, hidden, (heads, kv, d), bias, Weights::F32)?;
         // Large enough for the parallel path, and a single decode step.
         for (past, new, pad) in [(3, 700, vec![0, 4]), (40, 1, vec![0, 4])] {
             let layout = StepLayout { past, new, pad };
@@ -52,16 +53,27 @@ fn a_decode_steps_q_k_v_from_weight_views_are_the_stacked_products_parts_uncopie
     let dev = Device::Cpu;
     let (hidden, heads, kv, d, rows) = (24, 4, 2, 8, 5);
     let weight = Tensor::randn(0f32, 1.0, ((heads + 2 * kv) * d, hidden), &dev)?;
+    let weight_of = |vb: &candle_nn::VarBuilder, name: &str| {
+        vb.pp(name).get(((heads + 2 * kv) * d, hidden), "weight")
+    };
     let vb = candle_nn::VarBuilder::from_tensors(
         [("qkv.weight".to_string(), weight)].into(),
         DType::F32,
         &dev,
     );
-    let qkv = QkvProjection::load(&vb, &QkvNames::Fused("qkv"), hidden, (heads, kv, d), false)?;
+    let qkv = QkvProjection::load(
+        &vb,
+        &QkvNames::Fused("qkv"),
+        hidden,
+        (heads, kv, d),
+        false,
+        Weights::F32,
+    )?;
     let x = Tensor::randn(0f32, 1.0, (rows, 1, hidden), &dev)?;
-    // On the CPU `forward` splits the stacked product.
+    // On the CPU `forward` splits the stacked (packed) product.
     let (q0, k0, v0) = qkv.forward(&x)?;
-    let (q, k, v) = qkv.forward_parts(&x)?;
+    let dense = Linear::new(weight_of(&vb, "qkv")?, None);
+    let (q, k, v) = qkv.forward_parts(&dense, &x)?;
     for (name, got, want, h) in [
         ("q", &q, &q0, heads),
         ("k", &k, &k0, kv),
@@ -103,16 +115,20 @@ fn the_gated_mlp_from_weight_views_is_the_stacked_products() -> Result<()> {
     let dev = Device::Cpu;
     let (hidden, inner) = (24, 19);
     for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+        let gate_up = Linear::new(Tensor::randn(0f32, 1.0, (2 * inner, hidden), &dev)?, None);
         let mlp = GatedMlp {
-            gate_up: Linear::new(Tensor::randn(0f32, 1.0, (2 * inner, hidden), &dev)?, None),
-            down: Linear::new(Tensor::randn(0f32, 1.0, (hidden, inner), &dev)?, None),
+            gate_up: Proj::Dense(gate_up.clone()),
+            down: Proj::Dense(Linear::new(
+                Tensor::randn(0f32, 1.0, (hidden, inner), &dev)?,
+                None,
+            )),
             inner,
             act,
         };
         for new in [1, 6] {
             let x = Tensor::randn(0f32, 1.0, (3, new, hidden), &dev)?;
-            let stacked = gated_ops(&row_matmul::linear(&mlp.gate_up, &x)?, inner, act)?;
-            let parts = mlp.gated_parts(&x)?;
+            let stacked = gated_ops(&gate_up.forward(&x)?, inner, act)?;
+            let parts = mlp.gated_parts(&gate_up, &x)?;
             assert_eq!(parts.dims(), &[3, new, inner]);
             // Products of up to a few hundred: compared relative to the largest.
             let scale = stacked.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;

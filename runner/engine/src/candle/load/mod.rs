@@ -2,12 +2,18 @@
 //! builds the model; eos ids come from both config files, the tokenizer and chat
 //! template from theirs.
 
+pub mod format;
 pub mod hub;
+pub mod memory;
+pub mod reader;
 
 use crate::candle::chat_template::ChatTemplate;
+use crate::candle::load::format::LoadOptions;
 use crate::candle::load::hub::ModelFiles;
+use crate::candle::load::memory::MemoryNeed;
+use crate::candle::load::reader::Checkpoint;
 use crate::candle::models as registry;
-use crate::candle::runtime::device::{default_dtype, default_row_cap, kv_budget};
+use crate::candle::runtime::device::{default_row_cap, kv_budget};
 use crate::candle::{BatchLimits, Engine};
 use crate::EngineError;
 use candle_core::Device;
@@ -54,8 +60,21 @@ fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 impl Engine {
+    /// Loads with the default weight format (the checkpoint's own on the CPU).
     pub fn load(files: &ModelFiles, device: Device, label: &str) -> Result<Engine, EngineError> {
-        let dtype = default_dtype(&device);
+        Self::load_with(files, device, label, LoadOptions::default())
+    }
+
+    /// Loads with the weight format `options` ask for, after checking that it fits.
+    pub fn load_with(
+        files: &ModelFiles,
+        device: Device,
+        label: &str,
+        options: LoadOptions,
+    ) -> Result<Engine, EngineError> {
+        let checkpoint = Checkpoint::open(&files.weights)?;
+        let checkpoint_dtype = checkpoint.stored_dtype();
+        let (dtype, format) = options.resolve(&device, checkpoint_dtype)?;
         let probe: ArchProbe = read_json(&files.config, "model config")?;
         let mut eos = probe.eos_token_id.map(TokenIds::ids).unwrap_or_default();
         if let Some(g) = &files.generation_config {
@@ -70,11 +89,6 @@ impl Engine {
                 files.config.display()
             )));
         }
-        // Safety: the weight files are memory-mapped read-only; the engine never writes
-        // them, and a file changed underneath a running process is outside its contract.
-        let vb = unsafe {
-            candle_nn::VarBuilder::from_mmaped_safetensors(&files.weights, dtype, &device)?
-        };
         let model_type = probe.model_type.as_deref().unwrap_or_default();
         let Some(arch) = registry::by_model_type(model_type) else {
             let known: Vec<&str> = registry::ARCHITECTURES
@@ -98,7 +112,21 @@ impl Engine {
             message,
         })?;
         let kv_elems = config.kv_values_per_token();
-        let model = config.load(vb, &arch.tensors)?;
+        let need = MemoryNeed::estimate(&checkpoint, format, dtype, kv_elems, device.is_cpu());
+        if let Some(available) = available_bytes(&device) {
+            let place = if device.is_cpu() {
+                "memory"
+            } else {
+                "GPU memory"
+            };
+            need.check(available, format, place)?;
+        }
+        let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
+        let weights = crate::candle::load::format::Weights {
+            format,
+            stored: checkpoint_dtype,
+        };
+        let model = config.load(vb, &arch.tensors, weights)?;
         let tokenizer = Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
         let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
@@ -117,16 +145,27 @@ impl Engine {
             template,
             eos,
             label: format!(
-                "{label} on {} ({dtype:?})",
-                if device.is_cpu() { "cpu" } else { "cuda" }
+                "{label} on {} ({format} weights, {} activations)",
+                if device.is_cpu() { "cpu" } else { "cuda" },
+                dtype.as_str()
             ),
             refill: crate::candle::Refill::default(),
             device,
             dtype,
+            weights: format,
             limits,
             scheduler: crate::candle::Scheduler::default(),
             batch_stats: Default::default(),
             phase_times: Default::default(),
         })
+    }
+}
+
+/// What the device can still take: available memory on the CPU, free memory on a GPU.
+fn available_bytes(device: &Device) -> Option<u64> {
+    if device.is_cpu() {
+        crate::candle::load::memory::cpu_available()
+    } else {
+        crate::candle::runtime::device::gpu_free(device)
     }
 }

@@ -9,11 +9,13 @@
 
 use crate::candle::layers::TensorNames;
 use crate::candle::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
+use crate::candle::layers::{Embedding, Proj};
+use crate::candle::load::format::Weights;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::CausalLm;
-use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{Embedding, Linear, VarBuilder};
+use candle_core::{DType, Result, Tensor};
+use candle_nn::VarBuilder;
 use serde::Deserialize;
 
 /// Gemma3TextConfig; defaults are transformers' for keys the 12B config omits.
@@ -117,8 +119,13 @@ impl ModelConfig for Config {
         Config::kv_values_per_token(self)
     }
 
-    fn load(&self, vb: VarBuilder, names: &TensorNames) -> Result<Box<dyn CausalLm>> {
-        Ok(Box::new(Gemma3::load(vb, self, names)?))
+    fn load(
+        &self,
+        vb: VarBuilder,
+        names: &TensorNames,
+        weights: Weights,
+    ) -> Result<Box<dyn CausalLm>> {
+        Ok(Box::new(Gemma3::load(vb, self, names, weights)?))
     }
 }
 
@@ -145,7 +152,7 @@ impl Norm {
 
 struct Attention {
     qkv: QkvProjection,
-    o: Linear,
+    o: Proj,
     q_norm: Norm,
     k_norm: Norm,
     scale: f64,
@@ -153,12 +160,17 @@ struct Attention {
 }
 
 impl Attention {
-    fn load(vb: VarBuilder, c: &Config, layer: usize, names: &TensorNames) -> Result<Self> {
+    fn load(
+        vb: VarBuilder,
+        c: &Config,
+        layer: usize,
+        (names, weights): (&TensorNames, Weights),
+    ) -> Result<Self> {
         let d = c.head_dim;
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         Ok(Attention {
-            qkv: QkvProjection::load(&vb, &names.qkv, c.hidden_size, (h, kv, d), false)?,
-            o: candle_nn::linear_no_bias(h * d, c.hidden_size, vb.pp("o_proj"))?,
+            qkv: QkvProjection::load(&vb, &names.qkv, c.hidden_size, (h, kv, d), false, weights)?,
+            o: Proj::load(&vb, &[("o_proj", c.hidden_size)], h * d, false, weights)?,
             q_norm: Norm::load(vb.pp("q_norm"), d, c.rms_norm_eps)?,
             k_norm: Norm::load(vb.pp("k_norm"), d, c.rms_norm_eps)?,
             scale: 1.0 / c.query_pre_attn_scalar.sqrt(),
@@ -185,7 +197,7 @@ impl Attention {
         let k = layers::apply_rope(&k, cos, sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
         let y = attention(&q, &k, &v, mask, self.scale)?;
-        crate::candle::cpu::row_matmul::linear(&self.o, &y)
+        self.o.forward(&y)
     }
 }
 
@@ -213,7 +225,7 @@ pub struct Gemma3 {
     embed_scale: f64,
     blocks: Vec<Block>,
     norm: Norm,
-    head: Linear,
+    head: Proj,
     local_rope: Rope,
     global_rope: Rope,
     window: usize,
@@ -222,7 +234,7 @@ pub struct Gemma3 {
 }
 
 impl Gemma3 {
-    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames) -> Result<Self> {
+    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
         if c.attn_logit_softcapping.is_some() {
             candle_core::bail!("gemma3: attention logit soft-capping is not supported")
         }
@@ -232,13 +244,13 @@ impl Gemma3 {
             vb.pp("model")
         };
         let h = c.hidden_size;
-        let embed = candle_nn::embedding(c.vocab_size, h, m.pp("embed_tokens"))?;
+        let embed = Embedding::load(m.pp("embed_tokens"), (c.vocab_size, h), weights)?;
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = m.pp("layers").pp(i);
                 Ok(Block {
                     input_norm: Norm::load(b.pp("input_layernorm"), h, c.rms_norm_eps)?,
-                    attn: Attention::load(b.pp("self_attn"), c, i, names)?,
+                    attn: Attention::load(b.pp("self_attn"), c, i, (names, weights))?,
                     post_attn_norm: Norm::load(
                         b.pp("post_attention_layernorm"),
                         h,
@@ -251,6 +263,7 @@ impl Gemma3 {
                         h,
                         c.intermediate_size,
                         GatedAct::GeluTanh,
+                        weights,
                     )?,
                     post_mlp_norm: Norm::load(
                         b.pp("post_feedforward_layernorm"),
@@ -262,9 +275,9 @@ impl Gemma3 {
             .collect::<Result<Vec<_>>>()?;
         let norm = Norm::load(m.pp("norm"), h, c.rms_norm_eps)?;
         let head = if vb.contains_tensor("lm_head.weight") {
-            candle_nn::linear_no_bias(h, c.vocab_size, vb.pp("lm_head"))?
+            Proj::load(&vb, &[("lm_head", c.vocab_size)], h, false, weights)?
         } else {
-            Linear::new(embed.embeddings().clone(), None)
+            Proj::from_weight(embed.table(), weights)?
         };
         let factor = match &c.rope_scaling {
             Some(r) if r.rope_type == "linear" => r.factor,

@@ -11,11 +11,13 @@ use crate::candle::layers::TensorNames;
 use crate::candle::layers::{
     self, attention, GatedAct, GatedMlp, Mask, QkvProjection, RmsNorm, Rope,
 };
+use crate::candle::layers::{Embedding, Proj};
+use crate::candle::load::format::Weights;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::CausalLm;
-use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{Embedding, Linear, VarBuilder};
+use candle_core::{DType, Result, Tensor};
+use candle_nn::VarBuilder;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -82,8 +84,13 @@ impl ModelConfig for Config {
         self.num_hidden_layers * self.num_key_value_heads * self.head_dim() * 2
     }
 
-    fn load(&self, vb: VarBuilder, names: &TensorNames) -> Result<Box<dyn CausalLm>> {
-        Ok(Box::new(Llama::load(vb, self, names)?))
+    fn load(
+        &self,
+        vb: VarBuilder,
+        names: &TensorNames,
+        weights: Weights,
+    ) -> Result<Box<dyn CausalLm>> {
+        Ok(Box::new(Llama::load(vb, self, names, weights)?))
     }
 }
 
@@ -147,18 +154,31 @@ pub fn parse_phi3(text: &str) -> std::result::Result<Box<dyn ModelConfig>, Strin
 
 struct Attention {
     qkv: QkvProjection,
-    o: Linear,
+    o: Proj,
     head_dim: usize,
 }
 
 impl Attention {
-    fn load(vb: VarBuilder, c: &Config, names: &TensorNames) -> Result<Self> {
+    fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
         let d = c.head_dim();
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         let qkv_bias = c.attention_bias || c.qkv_bias;
         Ok(Attention {
-            qkv: QkvProjection::load(&vb, &names.qkv, c.hidden_size, (h, kv, d), qkv_bias)?,
-            o: candle_nn::linear_b(h * d, c.hidden_size, c.attention_bias, vb.pp("o_proj"))?,
+            qkv: QkvProjection::load(
+                &vb,
+                &names.qkv,
+                c.hidden_size,
+                (h, kv, d),
+                qkv_bias,
+                weights,
+            )?,
+            o: Proj::load(
+                &vb,
+                &[("o_proj", c.hidden_size)],
+                h * d,
+                c.attention_bias,
+                weights,
+            )?,
             head_dim: d,
         })
     }
@@ -174,7 +194,7 @@ impl Attention {
         let (q, k, v) = self.qkv.forward_rotated(x, &step.cos, &step.sin)?;
         let (k, v) = cache.append(layer, &k, &v)?;
         let y = attention(&q, &k, &v, &step.mask, 1.0 / (d as f64).sqrt())?;
-        crate::candle::cpu::row_matmul::linear(&self.o, &y)
+        self.o.forward(&y)
     }
 }
 
@@ -196,16 +216,16 @@ pub struct Llama {
     embed: Embedding,
     blocks: Vec<Block>,
     norm: RmsNorm,
-    head: Linear,
+    head: Proj,
     rope: Rope,
     window: Option<usize>,
     dtype: DType,
 }
 
 impl Llama {
-    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames) -> Result<Self> {
+    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
         let m = vb.pp("model");
-        let embed = candle_nn::embedding(c.vocab_size, c.hidden_size, m.pp("embed_tokens"))?;
+        let embed = Embedding::load(m.pp("embed_tokens"), (c.vocab_size, c.hidden_size), weights)?;
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = m.pp("layers").pp(i);
@@ -215,7 +235,7 @@ impl Llama {
                         c.hidden_size,
                         c.rms_norm_eps,
                     )?,
-                    attn: Attention::load(b.pp("self_attn"), c, names)?,
+                    attn: Attention::load(b.pp("self_attn"), c, names, weights)?,
                     mlp_norm: RmsNorm::load(
                         b.pp("post_attention_layernorm"),
                         c.hidden_size,
@@ -227,15 +247,22 @@ impl Llama {
                         c.hidden_size,
                         c.intermediate_size,
                         GatedAct::Silu,
+                        weights,
                     )?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(m.pp("norm"), c.hidden_size, c.rms_norm_eps)?;
         let head = if c.tie_word_embeddings {
-            Linear::new(embed.embeddings().clone(), None)
+            Proj::from_weight(embed.table(), weights)?
         } else {
-            candle_nn::linear_no_bias(c.hidden_size, c.vocab_size, vb.pp("lm_head"))?
+            Proj::load(
+                &vb,
+                &[("lm_head", c.vocab_size)],
+                c.hidden_size,
+                false,
+                weights,
+            )?
         };
         let rope = match &c.rope_scaling {
             Some(r) if r.rope_type == "llama3" => {

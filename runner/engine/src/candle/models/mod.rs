@@ -50,7 +50,12 @@ pub trait ModelConfig {
     /// Key and value elements one token keeps in the cache, over all layers.
     fn kv_values_per_token(&self) -> usize;
 
-    fn load(&self, vb: VarBuilder, names: &TensorNames) -> candle_core::Result<Box<dyn CausalLm>>;
+    fn load(
+        &self,
+        vb: VarBuilder,
+        names: &TensorNames,
+        weights: crate::candle::load::format::Weights,
+    ) -> candle_core::Result<Box<dyn CausalLm>>;
 }
 
 /// Parses config.json's text; the error says which field is wrong or unsupported.

@@ -1,7 +1,7 @@
 //! Which device runs the model, in which dtype, and how much KV cache it can hold.
 
 use crate::EngineError;
-use candle_core::{DType, Device};
+use candle_core::Device;
 
 /// Where to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,15 +136,6 @@ fn cuda_device(_n: usize) -> Result<Device, EngineError> {
     ))
 }
 
-/// bf16 on GPUs, f32 on the CPU (where bf16 matmuls are slow and parity needs f32).
-pub fn default_dtype(device: &Device) -> DType {
-    if device.is_cpu() {
-        DType::F32
-    } else {
-        DType::BF16
-    }
-}
-
 /// Bytes the KV cache may take on `device`: most of what is free after the weights
 /// are loaded on a GPU; half of the available memory on the CPU.
 pub(crate) fn kv_budget(device: &Device) -> usize {
@@ -161,6 +152,11 @@ pub(crate) fn kv_budget(device: &Device) -> usize {
         }
         _ => gpu_free_bytes(device).map_or(16 << 30, |free| free / 10 * 8),
     }
+}
+
+/// Free memory on a GPU, as the driver reports it.
+pub(crate) fn gpu_free(device: &Device) -> Option<u64> {
+    gpu_free_bytes(device).map(|b| b as u64)
 }
 
 #[cfg(feature = "cuda")]

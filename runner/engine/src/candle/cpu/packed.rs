@@ -1,0 +1,505 @@
+//! The linear layers' products on the CPU, with weights packed once at load.
+//!
+//! Batch invariance is built into the reduction order rather than obtained by steering
+//! a library: every output element `y[r][j]` is one fused multiply-add chain over
+//! `k = 0, 1, .., K-1`, starting from zero, whatever the number of rows, the tile a row
+//! falls in, the thread that runs it or the instruction set. A SIMD lane holds one
+//! output element, so vectors only run 16 chains side by side; a depth block that
+//! stops part-way stores its chains to the output and the next block reloads them,
+//! which continues the chain exactly. So a row alone gets the bits it gets among 31
+//! others, with no padding: a single row streams the weights once, as a
+//! matrix-vector product should.
+//!
+//! The weights are packed into panels of [`PANEL`] outputs, depth-major (`[panel][k][16]`),
+//! so that one depth step of a panel is one contiguous vector load. They are kept in
+//! the checkpoint's format: f32, or bf16 widened to f32 in registers (exact), so a
+//! bf16 model takes half the memory and half the bandwidth of its f32 copy.
+
+use candle_core::{DType, Device, Result, Storage, Tensor};
+use rayon::prelude::*;
+
+/// Outputs per panel: one AVX-512 vector of f32.
+pub const PANEL: usize = 16;
+
+/// Depth of one block: a group of panels' block (4 x 16 x 512 f32 = 128 KiB) stays in L2
+/// while every row tile reads it.
+const DEPTH_BLOCK: usize = 512;
+
+/// How a packed weight holds its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
+    F32,
+    Bf16,
+}
+
+#[derive(Debug, Clone)]
+enum Store {
+    F32(Vec<f32>),
+    /// bf16 bit patterns.
+    Bf16(Vec<u16>),
+}
+
+/// A (n, k) weight in panels, for `x W^T`.
+#[derive(Debug, Clone)]
+pub struct PackedWeight {
+    n: usize,
+    k: usize,
+    store: Store,
+}
+
+impl PackedWeight {
+    /// Packs `parts` (each (n_i, k), stacked along n in order) as `packing`. Each part
+    /// is read in place where it is already in that dtype on the CPU.
+    pub fn pack(parts: &[&Tensor], packing: Packing) -> Result<Self> {
+        let k = parts.first().map_or(Ok(0), |p| p.dim(1))?;
+        let n: usize = parts.iter().map(|p| p.dim(0)).sum::<Result<usize>>()?;
+        let panels = n.div_ceil(PANEL);
+        let len = panels * k * PANEL;
+        let mut store = match packing {
+            Packing::F32 => Store::F32(vec![0.0; len]),
+            Packing::Bf16 => Store::Bf16(vec![0; len]),
+        };
+        let mut first = 0;
+        for part in parts {
+            if part.dim(1)? != k {
+                candle_core::bail!("stacked weights differ in depth: {k} and {}", part.dim(1)?);
+            }
+            let rows = part.dim(0)?;
+            match &mut store {
+                Store::F32(dst) => {
+                    let src = part.to_dtype(DType::F32)?.to_device(&Device::Cpu)?;
+                    with_slice::<f32, _>(&src, |s| scatter(dst, s, first, rows, k))?;
+                }
+                Store::Bf16(dst) => {
+                    let src = part.to_dtype(DType::BF16)?.to_device(&Device::Cpu)?;
+                    with_slice::<half::bf16, _>(&src, |s| {
+                        let bits: &[u16] = bytemuck_bf16(s);
+                        scatter(dst, bits, first, rows, k)
+                    })?;
+                }
+            }
+            first += rows;
+        }
+        Ok(PackedWeight { n, k, store })
+    }
+
+    /// `x W^T` over the last dimension of `x` (f32 on the CPU): (.., k) -> (.., n).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut dims = x.dims().to_vec();
+        let k = dims.pop().unwrap_or(0);
+        if k != self.k {
+            candle_core::bail!("packed product: input depth {k}, weight depth {}", self.k);
+        }
+        let rows: usize = dims.iter().product();
+        let x = x.to_dtype(DType::F32)?.contiguous()?;
+        let mut out = vec![0f32; rows * self.n];
+        with_slice::<f32, _>(&x, |xs| {
+            self.matmul(xs, rows, &mut out, best_isa());
+            Ok(())
+        })?;
+        dims.push(self.n);
+        Tensor::from_vec(out, dims, x.device())
+    }
+
+    /// `out (rows, n) = x (rows, k) W^T` through `isa`'s kernel (all give the same bits).
+    pub fn matmul(&self, x: &[f32], rows: usize, out: &mut [f32], isa: Isa) {
+        assert_eq!(x.len(), rows * self.k, "packed product: input length");
+        assert_eq!(out.len(), rows * self.n, "packed product: output length");
+        if rows == 0 || self.n == 0 {
+            return;
+        }
+        let padded = self.n.div_ceil(PANEL) * PANEL;
+        if padded == self.n {
+            self.run(x, rows, out, isa);
+        } else {
+            let mut wide = vec![0f32; rows * padded];
+            self.run(x, rows, &mut wide, isa);
+            for (dst, src) in out.chunks_mut(self.n).zip(wide.chunks(padded)) {
+                dst.copy_from_slice(&src[..self.n]);
+            }
+        }
+    }
+
+    fn run(&self, x: &[f32], rows: usize, out: &mut [f32], isa: Isa) {
+        match &self.store {
+            Store::F32(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
+            Store::Bf16(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
+        }
+    }
+
+    fn job<'a, W: Weight>(
+        &self,
+        x: &'a [f32],
+        rows: usize,
+        out: &'a mut [f32],
+        w: &'a [W],
+    ) -> Job<'a, W> {
+        let width = out.len() / rows;
+        Job {
+            x: x.as_ptr(),
+            w: w.as_ptr(),
+            out: SendPtr(out.as_mut_ptr()),
+            rows,
+            k: self.k,
+            panels: width / PANEL,
+            width,
+            _life: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Copies a row-major (rows, k) block into panels starting at output `first`.
+fn scatter<T: Copy>(dst: &mut [T], src: &[T], first: usize, rows: usize, k: usize) -> Result<()> {
+    if src.len() != rows * k {
+        candle_core::bail!("packed weight: {} values for ({rows}, {k})", src.len());
+    }
+    for (r, row) in src.chunks_exact(k).enumerate() {
+        let out = first + r;
+        let (panel, lane) = (out / PANEL, out % PANEL);
+        let base = panel * k * PANEL + lane;
+        for (d, &v) in row.iter().enumerate() {
+            dst[base + d * PANEL] = v;
+        }
+    }
+    Ok(())
+}
+
+fn bytemuck_bf16(s: &[half::bf16]) -> &[u16] {
+    // Safety: bf16 is a transparent u16.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u16>(), s.len()) }
+}
+
+/// Runs `f` on the values of a contiguous CPU tensor, without copying them.
+fn with_slice<T: candle_core::WithDType, R>(
+    t: &Tensor,
+    f: impl FnOnce(&[T]) -> Result<R>,
+) -> Result<R> {
+    let t = t.contiguous()?;
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        candle_core::bail!("packed weights live on the CPU");
+    };
+    let all = cpu.as_slice::<T>()?;
+    let start = layout.start_offset();
+    f(&all[start..start + t.elem_count()])
+}
+
+/// The instruction sets a product can run on; they give identical bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+/// The instruction sets this machine runs, widest last.
+pub fn available_isas() -> Vec<Isa> {
+    let mut v = vec![Isa::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            v.push(Isa::Avx2);
+        }
+        if is_x86_feature_detected!("avx512f") {
+            v.push(Isa::Avx512);
+        }
+    }
+    v
+}
+
+fn best_isa() -> Isa {
+    static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *BEST.get_or_init(|| *available_isas().last().unwrap_or(&Isa::Scalar))
+}
+
+/// A product's operands as raw pointers, shared by the threads that split its panels.
+struct Job<'a, W> {
+    x: *const f32,
+    w: *const W,
+    out: SendPtr,
+    rows: usize,
+    k: usize,
+    panels: usize,
+    /// Floats per output row (panels x 16).
+    width: usize,
+    _life: std::marker::PhantomData<&'a W>,
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// Safety: each thread writes the columns of its own panels only.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+// Safety: the job's pointers are only read, or written at disjoint columns.
+unsafe impl<W> Sync for Job<'_, W> {}
+
+fn dispatch<W: Weight>(isa: Isa, job: &Job<W>) {
+    match isa {
+        Isa::Scalar => split(job, 1, |g| group::<Scalar, W, 4, 1>(job, g)),
+        // Safety: `available_isas` checked the features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => split(job, x86::AVX2_PANELS, |g| unsafe { x86::avx2(job, g) }),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => split(job, x86::AVX512_PANELS, |g| unsafe { x86::avx512(job, g) }),
+    }
+}
+
+/// Runs `group` for every group of `np` panels, across threads unless the product is
+/// too small to share.
+fn split<W>(job: &Job<W>, np: usize, group: impl Fn(usize) + Sync + Send) {
+    let groups = job.panels.div_ceil(np);
+    if job.rows * job.k * job.panels < 1 << 15 {
+        (0..groups).for_each(group);
+    } else {
+        (0..groups).into_par_iter().for_each(group);
+    }
+}
+
+/// Group `g` of `NP` panels: walks the depth in blocks and, per block, every tile of
+/// up to `MR` rows. Inlined into each instruction set's entry point, so that the
+/// kernel is compiled with its features.
+#[inline(always)]
+fn group<L: Lanes, W: Weight, const MR: usize, const NP: usize>(job: &Job<W>, g: usize) {
+    let first = g * NP;
+    let count = NP.min(job.panels - first);
+    let mut k0 = 0;
+    while k0 < job.k {
+        let k1 = (k0 + DEPTH_BLOCK).min(job.k);
+        let mut r = 0;
+        while r < job.rows {
+            let mr = MR.min(job.rows - r);
+            if count == NP {
+                rows_tile::<L, W, NP>(job, mr, r, first, k0, k1);
+            } else {
+                for p in first..first + count {
+                    rows_tile::<L, W, 1>(job, mr, r, p, k0, k1);
+                }
+            }
+            r += mr;
+        }
+        k0 = k1;
+    }
+}
+
+/// A tile of `mr` (at most 6) rows by `NP` panels, with `mr` fixed at compile time.
+#[inline(always)]
+fn rows_tile<L: Lanes, W: Weight, const NP: usize>(
+    job: &Job<W>,
+    mr: usize,
+    r: usize,
+    p: usize,
+    k0: usize,
+    k1: usize,
+) {
+    // Safety: r + mr <= rows, p + NP <= panels, k1 <= k: every access is in bounds.
+    unsafe {
+        match mr {
+            1 => tile::<L, W, 1, NP>(job, r, p, k0, k1),
+            2 => tile::<L, W, 2, NP>(job, r, p, k0, k1),
+            3 => tile::<L, W, 3, NP>(job, r, p, k0, k1),
+            4 => tile::<L, W, 4, NP>(job, r, p, k0, k1),
+            5 => tile::<L, W, 5, NP>(job, r, p, k0, k1),
+            _ => tile::<L, W, 6, NP>(job, r, p, k0, k1),
+        }
+    }
+}
+
+/// Rows `r..r+MR`, panels `p..p+NP`, depth `k0..k1`: each lane one output's chain.
+#[inline(always)]
+unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
+    job: &Job<W>,
+    r: usize,
+    p: usize,
+    k0: usize,
+    k1: usize,
+) {
+    let out = |row: usize, panel: usize| job.out.0.add((r + row) * job.width + (p + panel) * PANEL);
+    let mut acc = [[L::zero(); NP]; MR];
+    if k0 > 0 {
+        for (i, a) in acc.iter_mut().enumerate() {
+            for (j, v) in a.iter_mut().enumerate() {
+                *v = L::load(out(i, j));
+            }
+        }
+    }
+    let panel_len = job.k * PANEL;
+    let w = job.w.add(p * panel_len);
+    let x = job.x.add(r * job.k);
+    for d in k0..k1 {
+        let mut ws = [L::zero(); NP];
+        for (j, v) in ws.iter_mut().enumerate() {
+            *v = W::load::<L>(w.add(j * panel_len + d * PANEL));
+        }
+        for (i, a) in acc.iter_mut().enumerate() {
+            let xv = *x.add(i * job.k + d);
+            for (j, v) in a.iter_mut().enumerate() {
+                *v = v.fma(xv, ws[j]);
+            }
+        }
+    }
+    for (i, a) in acc.iter().enumerate() {
+        for (j, v) in a.iter().enumerate() {
+            v.store(out(i, j));
+        }
+    }
+}
+
+/// 16 f32 lanes.
+trait Lanes: Copy {
+    fn zero() -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn load_bf16(p: *const u16) -> Self;
+    /// `self + x * w`, rounded once per lane.
+    fn fma(self, x: f32, w: Self) -> Self;
+    unsafe fn store(self, p: *mut f32);
+}
+
+/// A stored weight value.
+trait Weight: Copy {
+    unsafe fn load<L: Lanes>(p: *const Self) -> L;
+}
+
+impl Weight for f32 {
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(p: *const f32) -> L {
+        L::load(p)
+    }
+}
+
+impl Weight for u16 {
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(p: *const u16) -> L {
+        L::load_bf16(p)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Scalar([f32; PANEL]);
+
+impl Lanes for Scalar {
+    #[inline(always)]
+    fn zero() -> Self {
+        Scalar([0.0; PANEL])
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Scalar(std::ptr::read_unaligned(p.cast()))
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(p: *const u16) -> Self {
+        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
+        Scalar(bits.map(|b| f32::from_bits((b as u32) << 16)))
+    }
+    #[inline(always)]
+    fn fma(self, x: f32, w: Self) -> Self {
+        let mut v = self.0;
+        for (a, w) in v.iter_mut().zip(w.0) {
+            *a = x.mul_add(w, *a);
+        }
+        Scalar(v)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        std::ptr::write_unaligned(p.cast(), self.0)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{group, Job, Lanes, Weight, PANEL};
+    use std::arch::x86_64::*;
+
+    pub(super) const AVX2_PANELS: usize = 2;
+    pub(super) const AVX512_PANELS: usize = 4;
+
+    /// 3 rows x 2 panels: 12 accumulators of the 16 ymm registers (each lane set is two).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2<W: Weight>(job: &Job<W>, g: usize) {
+        group::<Avx2, W, 3, AVX2_PANELS>(job, g)
+    }
+
+    /// 6 rows x 4 panels: 24 accumulators, 4 weight vectors and a broadcast of 32 zmm.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn avx512<W: Weight>(job: &Job<W>, g: usize) {
+        group::<Avx512, W, 6, AVX512_PANELS>(job, g)
+    }
+
+    #[derive(Clone, Copy)]
+    pub(super) struct Avx2([__m256; 2]);
+
+    impl Lanes for Avx2 {
+        #[inline(always)]
+        fn zero() -> Self {
+            // Safety: avx is implied by every caller's target features.
+            unsafe { Avx2([_mm256_setzero_ps(); 2]) }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Avx2([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))])
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(p: *const u16) -> Self {
+            Avx2([widen8(p), widen8(p.add(8))])
+        }
+        #[inline(always)]
+        fn fma(self, x: f32, w: Self) -> Self {
+            // Safety: as for `zero`.
+            unsafe {
+                let xv = _mm256_set1_ps(x);
+                Avx2([
+                    _mm256_fmadd_ps(xv, w.0[0], self.0[0]),
+                    _mm256_fmadd_ps(xv, w.0[1], self.0[1]),
+                ])
+            }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm256_storeu_ps(p, self.0[0]);
+            _mm256_storeu_ps(p.add(PANEL / 2), self.0[1]);
+        }
+    }
+
+    /// 8 bf16 values as f32 (exact: the bits shift into the high half).
+    #[inline(always)]
+    unsafe fn widen8(p: *const u16) -> __m256 {
+        let h = _mm_loadu_si128(p.cast());
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+    }
+
+    #[derive(Clone, Copy)]
+    pub(super) struct Avx512(__m512);
+
+    impl Lanes for Avx512 {
+        #[inline(always)]
+        fn zero() -> Self {
+            // Safety: avx512f is implied by every caller's target features.
+            unsafe { Avx512(_mm512_setzero_ps()) }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Avx512(_mm512_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn load_bf16(p: *const u16) -> Self {
+            let h = _mm256_loadu_si256(p.cast());
+            Avx512(_mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(h),
+                16,
+            )))
+        }
+        #[inline(always)]
+        fn fma(self, x: f32, w: Self) -> Self {
+            // Safety: as for `zero`.
+            unsafe { Avx512(_mm512_fmadd_ps(_mm512_set1_ps(x), w.0, self.0)) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm512_storeu_ps(p, self.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! The format the linear layers' weights are held in: the checkpoint's own float
+//! format, another one asked for, or a quantization made at load. It is part of a
+//! model's identity: a run in q8_0 is not the run in bf16.
+
+use crate::EngineError;
+use candle_core::{DType, Device};
+
+/// How the weights of the linear layers are held in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    F32,
+    Bf16,
+    /// 8-bit blocks of 32 with an f16 scale (GGML's q8_0).
+    Q8_0,
+    /// 4-bit super-blocks of 256 (GGML's q4_K).
+    Q4K,
+}
+
+impl WeightFormat {
+    /// The name in manifests, reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::F32 => "f32",
+            WeightFormat::Bf16 => "bf16",
+            WeightFormat::Q8_0 => "q8_0",
+            WeightFormat::Q4K => "q4k",
+        }
+    }
+
+    /// Bytes one weight takes, scales included.
+    pub fn bytes_per_weight(self) -> f64 {
+        match self {
+            WeightFormat::F32 => 4.0,
+            WeightFormat::Bf16 => 2.0,
+            WeightFormat::Q8_0 => 34.0 / 32.0,
+            WeightFormat::Q4K => 144.0 / 256.0,
+        }
+    }
+
+    /// Inputs per block the format quantizes together (1: not quantized).
+    pub fn block(self) -> usize {
+        match self {
+            WeightFormat::F32 | WeightFormat::Bf16 => 1,
+            WeightFormat::Q8_0 => 32,
+            WeightFormat::Q4K => 256,
+        }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        self.block() > 1
+    }
+}
+
+impl std::fmt::Display for WeightFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What loading a layer's weights needs: the format to hold them in, and the dtype
+/// the checkpoint stores them in (a quantization reads a tensor as stored rather than
+/// widened to f32 first, which would hold a third copy of it while loading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Weights {
+    pub format: WeightFormat,
+    pub stored: DType,
+}
+
+impl Weights {
+    /// f32 weights from an f32 checkpoint.
+    pub const F32: Weights = Weights {
+        format: WeightFormat::F32,
+        stored: DType::F32,
+    };
+}
+
+/// `--dtype`: the float format of the weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DTypeChoice {
+    /// The checkpoint's own on the CPU; bf16 on a GPU.
+    #[default]
+    Auto,
+    F32,
+    Bf16,
+}
+
+impl std::str::FromStr for DTypeChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(DTypeChoice::Auto),
+            "f32" | "float32" => Ok(DTypeChoice::F32),
+            "bf16" | "bfloat16" => Ok(DTypeChoice::Bf16),
+            _ => Err(format!("unknown dtype {s:?} (auto, f32, bf16)")),
+        }
+    }
+}
+
+/// `--quantization`: weights quantized at load from the pinned safetensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantization {
+    Q8_0,
+    Q4K,
+}
+
+impl std::str::FromStr for Quantization {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "q8_0" => Ok(Quantization::Q8_0),
+            "q4k" | "q4_k" => Ok(Quantization::Q4K),
+            _ => Err(format!("unknown quantization {s:?} (q8_0, q4k)")),
+        }
+    }
+}
+
+/// How to load a model's weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoadOptions {
+    pub dtype: DTypeChoice,
+    pub quantization: Option<Quantization>,
+}
+
+impl LoadOptions {
+    /// The activations' dtype and the weights' format on `device`, for a checkpoint
+    /// stored as `stored`.
+    pub fn resolve(
+        self,
+        device: &Device,
+        stored: DType,
+    ) -> Result<(DType, WeightFormat), EngineError> {
+        if !device.is_cpu() {
+            if let Some(q) = self.quantization {
+                return Err(EngineError::Model(format!(
+                    "--quantization {} runs on the CPU only; on a GPU the weights load as bf16 (--dtype bf16) or f32",
+                    match q {
+                        Quantization::Q8_0 => "q8_0",
+                        Quantization::Q4K => "q4k",
+                    }
+                )));
+            }
+            return Ok(match self.dtype {
+                DTypeChoice::F32 => (DType::F32, WeightFormat::F32),
+                DTypeChoice::Auto | DTypeChoice::Bf16 => (DType::BF16, WeightFormat::Bf16),
+            });
+        }
+        // The CPU computes in f32 whatever the weights' format: the packed and the
+        // quantized products accumulate in f32 (cpu/packed.rs).
+        let format = match (self.quantization, self.dtype) {
+            (Some(Quantization::Q8_0), _) => WeightFormat::Q8_0,
+            (Some(Quantization::Q4K), _) => WeightFormat::Q4K,
+            (None, DTypeChoice::F32) => WeightFormat::F32,
+            (None, DTypeChoice::Bf16) => WeightFormat::Bf16,
+            (None, DTypeChoice::Auto) if stored == DType::F32 => WeightFormat::F32,
+            (None, DTypeChoice::Auto) => WeightFormat::Bf16,
+        };
+        Ok((DType::F32, format))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_default_is_the_checkpoints_own_format() {
+        let cpu = Device::Cpu;
+        let auto = LoadOptions::default();
+        assert_eq!(
+            auto.resolve(&cpu, DType::BF16).unwrap(),
+            (DType::F32, WeightFormat::Bf16)
+        );
+        assert_eq!(
+            auto.resolve(&cpu, DType::F16).unwrap(),
+            (DType::F32, WeightFormat::Bf16)
+        );
+        assert_eq!(
+            auto.resolve(&cpu, DType::F32).unwrap(),
+            (DType::F32, WeightFormat::F32)
+        );
+        let q = LoadOptions {
+            dtype: DTypeChoice::F32,
+            quantization: Some(Quantization::Q8_0),
+        };
+        assert_eq!(q.resolve(&cpu, DType::BF16).unwrap().1, WeightFormat::Q8_0);
+        let f32 = LoadOptions {
+            dtype: "f32".parse().unwrap(),
+            quantization: None,
+        };
+        assert_eq!(f32.resolve(&cpu, DType::BF16).unwrap().1, WeightFormat::F32);
+        assert!("f16"
+            .parse::<DTypeChoice>()
+            .unwrap_err()
+            .contains("auto, f32, bf16"));
+        assert!("q4_0"
+            .parse::<Quantization>()
+            .unwrap_err()
+            .contains("q8_0, q4k"));
+    }
+}

@@ -1,0 +1,204 @@
+//! Reads safetensors files tensor by tensor with positioned reads, not through a
+//! memory map. A mapped file's pages count in the process's resident memory once
+//! touched, so loading a 15 GB checkpoint through a map while packing or quantizing
+//! it would peak at the file plus the copy; read this way, only one tensor's bytes
+//! are held besides what is kept.
+
+use crate::EngineError;
+use candle_core::{DType, Device, Shape, Tensor};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+struct Entry {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: [u64; 2],
+}
+
+/// Where one tensor lies.
+#[derive(Debug, Clone)]
+pub struct TensorInfo {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    file: usize,
+    /// Byte offset in its file.
+    start: u64,
+}
+
+impl TensorInfo {
+    pub fn elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The tensors of a model's safetensors files.
+pub struct Checkpoint {
+    files: Vec<(PathBuf, File)>,
+    tensors: BTreeMap<String, TensorInfo>,
+}
+
+fn bad(path: &Path, message: String) -> EngineError {
+    EngineError::BadFile {
+        what: "safetensors weights",
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+impl Checkpoint {
+    /// Reads the headers of `paths` (the tensors' bytes stay on disk).
+    pub fn open(paths: &[PathBuf]) -> Result<Self, EngineError> {
+        let mut files = Vec::new();
+        let mut tensors = BTreeMap::new();
+        for (index, path) in paths.iter().enumerate() {
+            let io = |source| EngineError::Io {
+                path: path.clone(),
+                source,
+            };
+            let file = File::open(path).map_err(io)?;
+            let size = file.metadata().map_err(io)?.len();
+            let mut len = [0u8; 8];
+            file.read_exact_at(&mut len, 0).map_err(io)?;
+            let len = u64::from_le_bytes(len);
+            if len > 100 << 20 || 8 + len > size {
+                return Err(bad(
+                    path,
+                    format!("header length {len} does not fit a file of {size} bytes"),
+                ));
+            }
+            let mut header = vec![0u8; len as usize];
+            file.read_exact_at(&mut header, 8).map_err(io)?;
+            let mut entries: BTreeMap<String, serde_json::Value> =
+                serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
+            entries.remove("__metadata__");
+            for (name, value) in entries {
+                let e: Entry = serde_json::from_value(value)
+                    .map_err(|err| bad(path, format!("tensor {name}: {err}")))?;
+                let dtype =
+                    match e.dtype.as_str() {
+                        "F32" => DType::F32,
+                        "BF16" => DType::BF16,
+                        "F16" => DType::F16,
+                        other => return Err(bad(
+                            path,
+                            format!(
+                                "tensor {name}: dtype {other} is not supported (F32, BF16, F16)"
+                            ),
+                        )),
+                    };
+                let [from, to] = e.data_offsets;
+                let elems: usize = e.shape.iter().product();
+                let start = 8 + len + from;
+                if to < from
+                    || to - from != (elems * dtype.size_in_bytes()) as u64
+                    || start + (to - from) > size
+                {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "tensor {name}: offsets {from}..{to} do not hold shape {:?} of {}",
+                            e.shape, e.dtype
+                        ),
+                    ));
+                }
+                tensors.insert(
+                    name,
+                    TensorInfo {
+                        dtype,
+                        shape: e.shape,
+                        file: index,
+                        start,
+                    },
+                );
+            }
+            files.push((path.clone(), file));
+        }
+        Ok(Checkpoint { files, tensors })
+    }
+
+    pub fn tensors(&self) -> &BTreeMap<String, TensorInfo> {
+        &self.tensors
+    }
+
+    /// The dtype most of the checkpoint's values are stored in.
+    pub fn stored_dtype(&self) -> DType {
+        let mut count: BTreeMap<&'static str, (usize, DType)> = BTreeMap::new();
+        for t in self.tensors.values() {
+            count.entry(t.dtype.as_str()).or_insert((0, t.dtype)).0 += t.elements();
+        }
+        count
+            .into_values()
+            .max_by_key(|(n, _)| *n)
+            .map_or(DType::F32, |(_, d)| d)
+    }
+
+    /// One tensor, read from disk into memory of its stored dtype on the CPU.
+    fn read(&self, name: &str) -> candle_core::Result<Tensor> {
+        let Some(t) = self.tensors.get(name) else {
+            candle_core::bail!("cannot find tensor {name}");
+        };
+        let (path, file) = &self.files[t.file];
+        let elems = t.elements();
+        let read = |bytes: &mut [u8]| {
+            file.read_exact_at(bytes, t.start)
+                .map_err(|e| candle_core::Error::Msg(format!("{}: {name}: {e}", path.display())))
+        };
+        // Read straight into the vector the tensor keeps: no second copy.
+        match t.dtype {
+            DType::F32 => {
+                let mut v = vec![0f32; elems];
+                read(as_bytes(&mut v))?;
+                Tensor::from_vec(v, t.shape.clone(), &Device::Cpu)
+            }
+            DType::BF16 => {
+                let mut v = vec![half::bf16::ZERO; elems];
+                read(as_bytes(&mut v))?;
+                Tensor::from_vec(v, t.shape.clone(), &Device::Cpu)
+            }
+            _ => {
+                let mut v = vec![half::f16::ZERO; elems];
+                read(as_bytes(&mut v))?;
+                Tensor::from_vec(v, t.shape.clone(), &Device::Cpu)
+            }
+        }
+    }
+}
+
+/// The bytes of a vector of plain numbers (little-endian, as safetensors stores them
+/// and as x86 and arm64 hold them).
+fn as_bytes<T: Copy>(v: &mut [T]) -> &mut [u8] {
+    // Safety: f32, bf16 and f16 have no invalid bit patterns and no padding.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+impl candle_nn::var_builder::SimpleBackend for Checkpoint {
+    fn get(
+        &self,
+        s: Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let t = self.get_unchecked(name, dtype, dev)?;
+        if t.shape() != &s {
+            candle_core::bail!(
+                "shape mismatch for {name}: expected {s:?}, found {:?}",
+                t.shape()
+            );
+        }
+        Ok(t)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        self.read(name)?.to_dtype(dtype)?.to_device(dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+}
