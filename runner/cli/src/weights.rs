@@ -2,7 +2,7 @@
 //! every command that loads a model.
 
 use clap::Args;
-use runner_engine::candle::load::format::{DTypeChoice, LoadOptions, Quantization};
+use runner_engine::candle::weights::{DTypeChoice, LoadOptions, Quantization};
 
 #[derive(Args, Debug, Clone)]
 pub struct WeightArgs {

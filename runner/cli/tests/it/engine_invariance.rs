@@ -4,10 +4,12 @@
 //! it: continuous batching at row limits of 1, 2, 3, 7 and 32, prompts prefilled whole
 //! or in chunks (joining the batch while other rows decode), the requests in another
 //! order, and a resume that decodes half of the requests in one call and the rest in
-//! another.
+//! another. For every weight format: f32 and bf16 through the packed products, q8_0
+//! and q4_K through candle's quantized ones.
 
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
+use runner_engine::candle::weights::{DTypeChoice, LoadOptions, Quantization};
 use runner_engine::candle::{BatchLimits, Engine, Refill};
 use runner_engine::{Backend, FinishReason, Prompt, Request, RequestId, Sample, Sampling};
 use std::collections::HashMap;
@@ -89,9 +91,14 @@ fn requests(e: &Engine) -> Vec<Request> {
     reqs
 }
 
-fn engine(dir: &Path, max_rows: usize, prefill_tokens: usize, eos: &[u32]) -> Engine {
+fn engine(
+    (dir, load): (&Path, LoadOptions),
+    max_rows: usize,
+    prefill_tokens: usize,
+    eos: &[u32],
+) -> Engine {
     let files = ModelFiles::from_dir(dir).unwrap();
-    Engine::load(&files, candle_core::Device::Cpu, "fixture")
+    Engine::load_with(&files, candle_core::Device::Cpu, "fixture", load)
         .unwrap()
         .with_limits(BatchLimits {
             max_rows,
@@ -118,8 +125,8 @@ fn outcome(e: &Engine, samples: &[Sample]) -> Outcome {
 
 /// A token that a free run produces often, declared as an end token so that rows stop
 /// early at different steps.
-fn frequent_token(dir: &Path) -> u32 {
-    let mut e = engine(dir, 32, 4096, &[]);
+fn frequent_token(model: (&Path, LoadOptions)) -> u32 {
+    let mut e = engine(model, 32, 4096, &[]);
     let probe = Request {
         id: RequestId::new("probe"),
         prompt: Prompt::Raw(text(99, 60)),
@@ -140,10 +147,15 @@ fn frequent_token(dir: &Path) -> u32 {
 }
 
 fn check(arch: Arch, size: Size, tag: &str) {
+    check_format(arch, size, tag, LoadOptions::default())
+}
+
+fn check_format(arch: Arch, size: Size, tag: &str, load: LoadOptions) {
     let dir = std::env::temp_dir().join(format!("engine-invariance-{tag}-{}", std::process::id()));
     write_fixture(arch, size, &dir).unwrap();
-    let eos = [frequent_token(&dir)];
-    let mut e = engine(&dir, 32, 8192, &eos);
+    let model = (dir.as_path(), load);
+    let eos = [frequent_token(model)];
+    let mut e = engine(model, 32, 8192, &eos);
     let reqs = requests(&e);
     let samples = e.generate(&reqs).unwrap();
     let reference = outcome(&e, &samples);
@@ -172,7 +184,7 @@ fn check(arch: Arch, size: Size, tag: &str) {
         if reversed {
             order.reverse();
         }
-        let mut e = engine(&dir, max_rows, prefill_tokens, &eos).with_refill(refill);
+        let mut e = engine(model, max_rows, prefill_tokens, &eos).with_refill(refill);
         let samples = e.generate(&order).unwrap();
         refills += e.batch_stats().unwrap().refills;
         let got = outcome(&e, &samples);
@@ -191,7 +203,7 @@ fn check(arch: Arch, size: Size, tag: &str) {
         "{tag}: no newcomer took a finished row's place"
     );
     // A resume: the first half of the requests, then the rest in a new call.
-    let mut e = engine(&dir, 32, 8192, &eos);
+    let mut e = engine(model, 32, 8192, &eos);
     let mut samples = e.generate(&reqs[..2]).unwrap();
     samples.extend(e.generate(&reqs[2..]).unwrap());
     assert_eq!(outcome(&e, &samples), reference, "{tag}: resumed");
@@ -213,9 +225,36 @@ fn gemma3_rows_are_bit_identical_across_groupings_orders_and_resumes() {
     check(Arch::Gemma3, Size::Small, "gemma3");
 }
 
-/// The tiny fixture's layers are narrow (32 to 128 outputs): there `gemm` leaves its
-/// blocked kernel for small products, unless the rows are padded (`row_matmul`).
+/// The tiny fixture's layers are narrow (32 to 128 outputs, one or two panels, partial
+/// panel groups).
 #[test]
 fn tiny_llama_rows_are_bit_identical_across_groupings_orders_and_resumes() {
     check(Arch::Llama, Size::Tiny, "tiny-llama");
+}
+
+#[test]
+fn qwen2_bf16_rows_are_bit_identical_across_groupings_orders_and_resumes() {
+    let bf16 = LoadOptions {
+        dtype: DTypeChoice::Bf16,
+        quantization: None,
+    };
+    check_format(Arch::Qwen2, Size::Small, "qwen2-bf16", bf16);
+}
+
+#[test]
+fn llama_q8_0_rows_are_bit_identical_across_groupings_orders_and_resumes() {
+    let q8 = LoadOptions {
+        dtype: DTypeChoice::Auto,
+        quantization: Some(Quantization::Q8_0),
+    };
+    check_format(Arch::Llama, Size::Small, "llama-q8_0", q8);
+}
+
+#[test]
+fn gemma3_q4k_rows_are_bit_identical_across_groupings_orders_and_resumes() {
+    let q4k = LoadOptions {
+        dtype: DTypeChoice::Auto,
+        quantization: Some(Quantization::Q4K),
+    };
+    check_format(Arch::Gemma3, Size::Small, "gemma3-q4k", q4k);
 }

@@ -3,8 +3,8 @@
 //! the run manifest records about it.
 
 use crate::run::{RunError, Workload};
-use runner_engine::candle::load::format::LoadOptions;
 use runner_engine::candle::load::hub::{self, Panel};
+use runner_engine::candle::weights::LoadOptions;
 use runner_engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
 use runner_engine::digest::sha256_hex;
 use runner_engine::Backend;

@@ -28,7 +28,7 @@ pub struct EngineBench {
     pub model: BenchModel,
     pub device: DeviceChoice,
     /// The weights' format.
-    pub load: crate::candle::load::format::LoadOptions,
+    pub load: crate::candle::weights::LoadOptions,
     /// Batch sizes, each measured in turn; 0 stands for the row limit (the rows whose KV
     /// cache of prompt and new tokens fits the device's budget).
     pub batches: Vec<usize>,

@@ -11,6 +11,7 @@ mod layers;
 pub mod load;
 pub mod models;
 pub mod runtime;
+pub mod weights;
 
 use crate::{BatchStats, EngineError, Prompt};
 pub use bench::{BenchBreakdown, BenchTimes};
@@ -50,7 +51,7 @@ pub struct Engine {
     eos: Vec<u32>,
     device: Device,
     dtype: DType,
-    weights: crate::candle::load::format::WeightFormat,
+    weights: crate::candle::weights::WeightFormat,
     limits: BatchLimits,
     scheduler: Scheduler,
     refill: Refill,
@@ -167,7 +168,7 @@ impl Engine {
     }
 
     /// The format the linear layers' weights are held in.
-    pub fn weight_format(&self) -> crate::candle::load::format::WeightFormat {
+    pub fn weight_format(&self) -> crate::candle::weights::WeightFormat {
         self.weights
     }
 

@@ -3,7 +3,7 @@
 
 use crate::candle::cpu;
 pub use crate::candle::cpu::GatedAct;
-use crate::candle::load::format::{WeightFormat, Weights};
+use crate::candle::weights::{WeightFormat, Weights};
 mod names;
 mod proj;
 use crate::candle::runtime::kv_cache::StepLayout;

@@ -4,7 +4,7 @@
 
 use crate::candle::cpu::packed::{PackedWeight, Packing};
 use crate::candle::cpu::quantized::{Quant, QuantWeight};
-use crate::candle::load::format::{WeightFormat, Weights};
+use crate::candle::weights::{WeightFormat, Weights};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Linear, VarBuilder};
 

@@ -1,6 +1,6 @@
 use crate::candle::layers::*;
-use crate::candle::load::format::Weights;
 use crate::candle::runtime::kv_cache::StepLayout;
+use crate::candle::weights::Weights;
 
 fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()

@@ -2,18 +2,17 @@
 //! builds the model; eos ids come from both config files, the tokenizer and chat
 //! template from theirs.
 
-pub mod format;
 pub mod hub;
 pub mod memory;
 pub mod reader;
 
 use crate::candle::chat_template::ChatTemplate;
-use crate::candle::load::format::LoadOptions;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::MemoryNeed;
 use crate::candle::load::reader::Checkpoint;
 use crate::candle::models as registry;
 use crate::candle::runtime::device::{default_row_cap, kv_budget};
+use crate::candle::weights::LoadOptions;
 use crate::candle::{BatchLimits, Engine};
 use crate::EngineError;
 use candle_core::Device;
@@ -122,7 +121,7 @@ impl Engine {
             need.check(available, format, place)?;
         }
         let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
-        let weights = crate::candle::load::format::Weights {
+        let weights = crate::candle::weights::Weights {
             format,
             stored: checkpoint_dtype,
         };

@@ -78,18 +78,19 @@ impl Checkpoint {
             for (name, value) in entries {
                 let e: Entry = serde_json::from_value(value)
                     .map_err(|err| bad(path, format!("tensor {name}: {err}")))?;
-                let dtype =
-                    match e.dtype.as_str() {
-                        "F32" => DType::F32,
-                        "BF16" => DType::BF16,
-                        "F16" => DType::F16,
-                        other => return Err(bad(
+                let dtype = match e.dtype.as_str() {
+                    "F32" => DType::F32,
+                    "BF16" => DType::BF16,
+                    "F16" => DType::F16,
+                    other => {
+                        return Err(bad(
                             path,
                             format!(
                                 "tensor {name}: dtype {other} is not supported (F32, BF16, F16)"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 let [from, to] = e.data_offsets;
                 let elems: usize = e.shape.iter().product();
                 let start = 8 + len + from;

@@ -10,9 +10,9 @@
 use crate::candle::layers::TensorNames;
 use crate::candle::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
 use crate::candle::layers::{Embedding, Proj};
-use crate::candle::load::format::Weights;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
+use crate::candle::weights::Weights;
 use crate::candle::CausalLm;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;

@@ -54,7 +54,7 @@ pub trait ModelConfig {
         &self,
         vb: VarBuilder,
         names: &TensorNames,
-        weights: crate::candle::load::format::Weights,
+        weights: crate::candle::weights::Weights,
     ) -> candle_core::Result<Box<dyn CausalLm>>;
 }
 
