@@ -10,6 +10,7 @@ mod engine_chat_template;
 mod engine_continuous;
 mod engine_fixture;
 mod engine_invariance;
+mod engine_memory;
 mod engine_parity;
 mod engine_reference;
 mod engine_tokenizer;

@@ -1,0 +1,58 @@
+//! A model too large for the machine is refused before its weights are read, with the
+//! figures and the ways out, not killed by the kernel minutes into loading. The model
+//! is the tiny fixture's config and tokenizer beside a weights file whose header
+//! declares 2 TB of f32 values (4 TB held: the fixture's output head is tied to the
+//! table, a second copy): sparse on disk, so the test costs nothing, and larger than
+//! any machine the tests run on.
+
+use crate::common::{runner, s, scratch_dir, text};
+use runner_engine::candle::fixture::{write_fixture, Arch, Size};
+use std::io::Write;
+
+/// `dir/model.safetensors` declaring one (vocab, hidden) f32 table of `elements` values.
+fn huge_weights(dir: &std::path::Path, elements: u64) {
+    let header = serde_json::json!({
+        "model.embed_tokens.weight": {
+            "dtype": "F32",
+            "shape": [elements / 1024, 1024],
+            "data_offsets": [0, elements * 4],
+        }
+    })
+    .to_string();
+    let path = dir.join("model.safetensors");
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(header.as_bytes()).unwrap();
+    f.set_len(8 + header.len() as u64 + elements * 4).unwrap();
+}
+
+#[test]
+fn a_model_that_cannot_fit_is_refused_before_loading_with_the_figures() {
+    let dir = scratch_dir("huge");
+    write_fixture(Arch::Qwen2, Size::Tiny, &dir).unwrap();
+    huge_weights(&dir, 500_000_000_000);
+    let args = [
+        "generate",
+        "--model",
+        s(&dir),
+        "--prompt",
+        "hi",
+        "--device",
+        "cpu",
+        "--dtype",
+        "f32",
+    ];
+    let out = runner(&args);
+    assert!(!out.status.success(), "a 2 TB model loaded");
+    let err = text(&out.stderr);
+    for part in [
+        "does not fit in memory",
+        "f32 weights take 4000.0 GB",
+        "available",
+        "--quantization q8_0 (weights about 1062.5 GB)",
+        "--dtype bf16",
+    ] {
+        assert!(err.contains(part), "{part:?} missing from: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
