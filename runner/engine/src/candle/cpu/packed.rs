@@ -92,11 +92,27 @@ impl PackedWeight {
         }
         let rows: usize = dims.iter().product();
         let x = x.to_dtype(DType::F32)?.contiguous()?;
-        let mut out = vec![0f32; rows * self.n];
-        with_slice::<f32, _>(&x, |xs| {
-            self.matmul(xs, rows, &mut out, best_isa());
-            Ok(())
-        })?;
+        let len = rows * self.n;
+        let out = if rows == 0 || !self.n.is_multiple_of(PANEL) {
+            let mut out = vec![0f32; len];
+            with_slice::<f32, _>(&x, |xs| {
+                self.matmul(xs, rows, &mut out, best_isa());
+                Ok(())
+            })?;
+            out
+        } else {
+            // Every element is stored by the kernel before anything reads it, so the
+            // output is not zeroed first (a pass over it as long as the product's).
+            let mut out = Vec::<f32>::with_capacity(len);
+            with_slice::<f32, _>(&x, |xs| {
+                // Safety: `out` has room for rows x n floats, and n fills whole panels.
+                unsafe { self.run(xs, rows, out.as_mut_ptr(), best_isa()) };
+                Ok(())
+            })?;
+            // Safety: the kernel stored all `len` elements.
+            unsafe { out.set_len(len) };
+            out
+        };
         dims.push(self.n);
         Tensor::from_vec(out, dims, x.device())
     }
@@ -110,17 +126,22 @@ impl PackedWeight {
         }
         let padded = self.n.div_ceil(PANEL) * PANEL;
         if padded == self.n {
-            self.run(x, rows, out, isa);
+            // Safety: `out` holds rows x n = rows x padded floats.
+            unsafe { self.run(x, rows, out.as_mut_ptr(), isa) };
         } else {
             let mut wide = vec![0f32; rows * padded];
-            self.run(x, rows, &mut wide, isa);
+            // Safety: `wide` holds rows x padded floats.
+            unsafe { self.run(x, rows, wide.as_mut_ptr(), isa) };
             for (dst, src) in out.chunks_mut(self.n).zip(wide.chunks(padded)) {
                 dst.copy_from_slice(&src[..self.n]);
             }
         }
     }
 
-    fn run(&self, x: &[f32], rows: usize, out: &mut [f32], isa: Isa) {
+    /// # Safety
+    /// `out` must be valid for writes of `rows` rows of whole panels (a multiple of 16
+    /// floats each, at least n); `x` holds `rows` x k floats, and `rows` > 0.
+    unsafe fn run(&self, x: &[f32], rows: usize, out: *mut f32, isa: Isa) {
         match &self.store {
             Store::F32(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
             Store::Bf16(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
@@ -131,14 +152,14 @@ impl PackedWeight {
         &self,
         x: &'a [f32],
         rows: usize,
-        out: &'a mut [f32],
+        out: *mut f32,
         w: &'a [W],
     ) -> Job<'a, W> {
-        let width = out.len() / rows;
+        let width = self.n.div_ceil(PANEL) * PANEL;
         Job {
             x: x.as_ptr(),
             w: w.as_ptr(),
-            out: SendPtr(out.as_mut_ptr()),
+            out: SendPtr(out),
             rows,
             k: self.k,
             panels: width / PANEL,
