@@ -7,6 +7,7 @@ use runner_engine::bench;
 use runner_engine::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner_engine::bench::sampler::SamplerBench;
 use runner_engine::candle::fixture::{Arch, Size};
+use runner_engine::candle::load::encoder::PromptEncoder;
 use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
 use runner_engine::candle::{select_device, DeviceChoice, Engine, Refill, Scheduler};
 use runner_engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
@@ -70,8 +71,6 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
     }
     let (files, label) = resolve(&args.model, args.panel.as_deref())?;
     let revision = files.revision.clone();
-    let mut engine = Engine::load_with(&files, device, &label, args.weights.options())
-        .with_context(|| format!("loading {label}"))?;
     let mut messages = Vec::new();
     if let Some(s) = args.system {
         messages.push(Message {
@@ -95,11 +94,13 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
         },
     };
     runner_core::run::limits::check_context(
-        &engine,
+        &PromptEncoder::load(&files)?,
         &files.config,
         &[&request.prompt],
         request.max_new_tokens,
     )?;
+    let mut engine = Engine::load_with(&files, device, &label, args.weights.options())
+        .with_context(|| format!("loading {label}"))?;
     let samples = engine.generate(std::slice::from_ref(&request))?;
     let s = samples.first().context("the engine returned no sample")?;
     let out = json!({

@@ -56,3 +56,56 @@ fn a_model_that_cannot_fit_is_refused_before_loading_with_the_figures() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Prompts and new tokens that overflow the context are refused before the weights
+/// load: the 2 TB model would be refused for its size if loading came first.
+#[test]
+fn the_context_is_checked_before_the_weights_load() {
+    let dir = scratch_dir("context");
+    write_fixture(Arch::Qwen2, Size::Tiny, &dir).unwrap();
+    huge_weights(&dir, 500_000_000_000);
+    let out_dir = dir.join("out");
+    for args in [
+        vec![
+            "generate",
+            "--model",
+            s(&dir),
+            "--prompt",
+            "hi",
+            "--device",
+            "cpu",
+        ],
+        vec![
+            "run",
+            "--model",
+            s(&dir),
+            "--limit",
+            "1",
+            "--condition",
+            "canonical_json",
+            "--tasks",
+            "belief",
+            "--seeds",
+            "42",
+            "--device",
+            "cpu",
+            "--out",
+            s(&out_dir),
+        ],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--max-new-tokens", "100000"]);
+        let out = runner(&args);
+        assert!(!out.status.success(), "{args:?} ran");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("does not fit the model's context"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("does not fit in memory"),
+            "{args:?} loaded first: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

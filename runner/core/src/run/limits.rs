@@ -1,9 +1,10 @@
 //! Limits checked before any work: a plan that asks nothing, and new tokens that cannot
-//! fit the model's context beside the longest prompt (refused before the KV cache is
-//! allocated, which for a huge `--max-new-tokens` would abort the process).
+//! fit the model's context beside the longest prompt (refused before the weights load,
+//! minutes for a panel model on the CPU, and before the KV cache is allocated, which
+//! for a huge `--max-new-tokens` would abort the process).
 
 use crate::run::RunError;
-use runner_engine::candle::Engine;
+use runner_engine::candle::load::encoder::PromptEncoder;
 use runner_engine::Prompt;
 use std::path::Path;
 
@@ -35,7 +36,7 @@ fn bytes(p: &Prompt) -> usize {
 /// Refuses `max_new_tokens` that do not fit the model's context after the longest of
 /// `prompts` (rendered with the model's chat template).
 pub fn check_context(
-    engine: &Engine,
+    encoder: &PromptEncoder,
     config: &Path,
     prompts: &[&Prompt],
     max_new_tokens: usize,
@@ -47,7 +48,7 @@ pub fn check_context(
     by_size.sort_by_key(|p| std::cmp::Reverse(bytes(p)));
     let mut longest = 0;
     for p in by_size.into_iter().take(LONGEST_TRIED) {
-        longest = longest.max(engine.encode(p).map_err(RunError::from)?.len());
+        longest = longest.max(encoder.encode(p).map_err(RunError::from)?.len());
     }
     if longest.saturating_add(max_new_tokens) > context {
         return Err(RunError::Setup(format!(

@@ -3,6 +3,7 @@
 //! the run manifest records about it.
 
 use crate::run::{RunError, Workload};
+use runner_engine::candle::load::encoder::PromptEncoder;
 use runner_engine::candle::load::hub::{self, Panel};
 use runner_engine::candle::weights::LoadOptions;
 use runner_engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
@@ -57,9 +58,6 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
             workload.baselines().join(", ")
         )));
     };
-    let (device, warning) = select_device(opts.device)?;
-    let device_name = runner_engine::candle::runtime::device::name(&device);
-    let mut engine = Engine::load_with(&files, device, &label, opts.load)?;
     let prompts: Vec<&runner_engine::Prompt> =
         workload.jobs().iter().map(|j| &j.request.prompt).collect();
     let max_new_tokens = workload
@@ -68,11 +66,14 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         .map(|j| j.request.max_new_tokens)
         .max();
     crate::run::limits::check_context(
-        &engine,
+        &PromptEncoder::load(&files)?,
         &files.config,
         &prompts,
         max_new_tokens.unwrap_or(0),
     )?;
+    let (device, warning) = select_device(opts.device)?;
+    let device_name = runner_engine::candle::runtime::device::name(&device);
+    let mut engine = Engine::load_with(&files, device, &label, opts.load)?;
     if let Some(rows) = opts.max_batch {
         let limits = BatchLimits {
             max_rows: rows.max(1),

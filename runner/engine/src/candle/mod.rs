@@ -24,7 +24,6 @@ use runtime::model_runner::ModelRunner;
 pub use runtime::phases::PhaseTimes;
 use runtime::scheduler::Policy;
 pub use runtime::scheduler::{BatchLimits, Refill, Scheduler, ROW_CAP};
-use tokenizers::Tokenizer;
 
 /// A decoder-only model that runs one step over a batch with an external cache.
 pub trait CausalLm: Send + Sync {
@@ -46,8 +45,7 @@ pub struct Engine {
     logit_trace: Option<LogitTrace>,
     /// Test hook: choose tokens as for logits on a device, from block reads.
     block_reads: bool,
-    tokenizer: Tokenizer,
-    template: ChatTemplate,
+    encoder: crate::candle::load::encoder::PromptEncoder,
     eos: Vec<u32>,
     device: Device,
     dtype: DType,
@@ -156,7 +154,7 @@ impl Engine {
 
     /// Token ids the tokenizer knows, special tokens included.
     pub fn vocab_size(&self) -> usize {
-        self.tokenizer.get_vocab_size(true)
+        self.encoder.vocab_size()
     }
 
     pub fn eos_ids(&self) -> &[u32] {
@@ -173,27 +171,21 @@ impl Engine {
     }
 
     pub fn template(&self) -> &ChatTemplate {
-        &self.template
+        self.encoder.template()
     }
 
-    /// The token ids of a prompt. Rendered chat text already carries the special
-    /// tokens the model expects (BOS included), so none are added here.
+    /// The token ids of a prompt (see [`crate::candle::load::encoder::PromptEncoder`]).
     pub fn encode(&self, prompt: &Prompt) -> Result<Vec<u32>, EngineError> {
-        let text = match prompt {
-            Prompt::Chat(messages) => self.template.render(messages)?,
-            Prompt::Raw(text) => text.clone(),
-        };
-        let enc = self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
-        Ok(enc.get_ids().to_vec())
+        self.encoder.encode(prompt)
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String, EngineError> {
-        self.tokenizer
-            .decode(ids, true)
-            .map_err(|e| EngineError::Tokenizer(e.to_string()))
+        self.encoder.decode(ids)
+    }
+
+    /// Prompts to token ids and back, as this engine encodes them.
+    pub fn encoder(&self) -> &crate::candle::load::encoder::PromptEncoder {
+        &self.encoder
     }
 
     /// Logits of the last prompt token for each prompt, prefilled together with left

@@ -2,11 +2,12 @@
 //! builds the model; eos ids come from both config files, the tokenizer and chat
 //! template from theirs.
 
+pub mod encoder;
 pub mod hub;
 pub mod memory;
 pub mod reader;
 
-use crate::candle::chat_template::ChatTemplate;
+use crate::candle::load::encoder::PromptEncoder;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::MemoryNeed;
 use crate::candle::load::reader::Checkpoint;
@@ -18,7 +19,6 @@ use crate::EngineError;
 use candle_core::Device;
 use serde::Deserialize;
 use std::path::Path;
-use tokenizers::Tokenizer;
 
 #[derive(Deserialize)]
 struct ArchProbe {
@@ -126,9 +126,7 @@ impl Engine {
             stored: checkpoint_dtype,
         };
         let model = config.load(vb, &arch.tensors, weights)?;
-        let tokenizer = Tokenizer::from_file(&files.tokenizer)
-            .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
-        let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
+        let encoder = PromptEncoder::load(files)?;
         let limits = BatchLimits {
             max_rows: default_row_cap(&device),
             kv_budget_bytes: kv_budget(&device),
@@ -140,8 +138,7 @@ impl Engine {
             simulated_oom_above: None,
             block_reads: false,
             logit_trace: None,
-            tokenizer,
-            template,
+            encoder,
             eos,
             label: format!(
                 "{label} on {} ({format} weights, {} activations)",
