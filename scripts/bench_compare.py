@@ -40,17 +40,13 @@ import traceback
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, SCRIPTS)
+from bench_record import median  # noqa: E402
 
 # What each peer needs importable, and the weight formats it can run.
 PEERS = {
     "transformers": {"modules": ["torch", "transformers"], "quantizations": [None]},
     "llama.cpp": {"modules": ["llama_cpp", "gguf", "numpy"], "quantizations": [None, "q8_0"]},
 }
-
-
-def median(xs):
-    """The median (the upper one of an even count), as `runner bench` reports it."""
-    return sorted(xs)[len(xs) // 2]
 
 
 def engine_round(runner, model, prompts_file, args):

@@ -63,7 +63,6 @@ import ctypes
 import hashlib
 import json
 import os
-import resource
 import struct
 import sys
 import tempfile
@@ -73,6 +72,7 @@ from importlib.metadata import version
 import gguf
 import llama_cpp as lc
 import numpy as np
+from bench_record import record
 
 BINDING_VERSION = version("llama_cpp_python")
 
@@ -436,29 +436,10 @@ def run(peer, prompts, new_tokens):
     return prefill_s, decode_s
 
 
-def median(xs):
-    """The median (the upper one of an even count), as `runner bench` reports it."""
-    return sorted(xs)[len(xs) // 2]
-
-
 def measure(peer, prompts, new_tokens, repeat=1):
     """One batch size: median timings over `repeat` runs, as a `runner bench` record."""
     runs = [run(peer, prompts, new_tokens) for _ in range(max(1, repeat))]
-    prefill_s = median([r[0] for r in runs])
-    decode_s = median([r[1] for r in runs])
-    b, n = len(prompts), len(prompts[0])
-    return {
-        "engine": peer.describe(),
-        "batch": b,
-        "prompt_tokens": n,
-        "new_tokens": new_tokens,
-        "runs": len(runs),
-        "prefill_s": prefill_s,
-        "decode_s": decode_s,
-        "prefill_tok_per_s": b * n / prefill_s,
-        "decode_tok_per_s": b * (new_tokens - 1) / decode_s,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    return record(peer.describe(), runs, prompts, new_tokens)
 
 
 def warm_up(peer, prompts):

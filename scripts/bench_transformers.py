@@ -12,12 +12,12 @@ new_tokens - 1 greedy steps with that cache, every row running to the end.
 
 import argparse
 import json
-import resource
 import time
 
 import torch
 import transformers
 from transformers import AutoModelForCausalLM
+from bench_record import record
 
 
 # transformers 5 renamed `past_key_values` to `cache` (the old name still works there,
@@ -46,11 +46,6 @@ def run(model, prompts, new_tokens):
     return prefill_s, decode_s
 
 
-def median(xs):
-    """The median (the upper one of an even count), as `runner bench` reports it."""
-    return sorted(xs)[len(xs) // 2]
-
-
 def load(model_dir, attn):
     return AutoModelForCausalLM.from_pretrained(
         model_dir, dtype=torch.float32, attn_implementation=attn
@@ -60,22 +55,11 @@ def load(model_dir, attn):
 def measure(model, prompts, new_tokens, repeat=1):
     """One batch size: median timings over `repeat` runs, as a `runner bench` record."""
     runs = [run(model, prompts, new_tokens) for _ in range(max(1, repeat))]
-    prefill_s = median([r[0] for r in runs])
-    decode_s = median([r[1] for r in runs])
-    b, n = len(prompts), len(prompts[0])
-    return {
-        "engine": f"transformers {transformers.__version__} torch {torch.__version__} "
-        f"({model.config._attn_implementation}, {torch.get_num_threads()} threads)",
-        "batch": b,
-        "prompt_tokens": n,
-        "new_tokens": new_tokens,
-        "runs": len(runs),
-        "prefill_s": prefill_s,
-        "decode_s": decode_s,
-        "prefill_tok_per_s": b * n / prefill_s,
-        "decode_tok_per_s": b * (new_tokens - 1) / decode_s,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    engine = (
+        f"transformers {transformers.__version__} torch {torch.__version__} "
+        f"({model.config._attn_implementation}, {torch.get_num_threads()} threads)"
+    )
+    return record(engine, runs, prompts, new_tokens)
 
 
 def main():
