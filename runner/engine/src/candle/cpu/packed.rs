@@ -15,7 +15,8 @@
 //! the checkpoint's format: f32, or bf16 widened to f32 in registers (exact), so a
 //! bf16 model takes half the memory and half the bandwidth of its f32 copy.
 
-use candle_core::{DType, Device, Result, Storage, Tensor};
+use crate::candle::cpu::{product_input, with_slice};
+use candle_core::{DType, Device, Result, Tensor};
 use rayon::prelude::*;
 
 /// Outputs per panel: one AVX-512 vector of f32.
@@ -85,13 +86,7 @@ impl PackedWeight {
 
     /// `x W^T` over the last dimension of `x` (f32 on the CPU): (.., k) -> (.., n).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut dims = x.dims().to_vec();
-        let k = dims.pop().unwrap_or(0);
-        if k != self.k {
-            candle_core::bail!("packed product: input depth {k}, weight depth {}", self.k);
-        }
-        let rows: usize = dims.iter().product();
-        let x = x.to_dtype(DType::F32)?.contiguous()?;
+        let (x, rows, mut dims) = product_input(x, self.k)?;
         let len = rows * self.n;
         let out = if rows == 0 || !self.n.is_multiple_of(PANEL) {
             let mut out = vec![0f32; len];
@@ -188,21 +183,6 @@ fn scatter<T: Copy>(dst: &mut [T], src: &[T], first: usize, rows: usize, k: usiz
 fn bytemuck_bf16(s: &[half::bf16]) -> &[u16] {
     // Safety: bf16 is a transparent u16.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u16>(), s.len()) }
-}
-
-/// Runs `f` on the values of a contiguous CPU tensor, without copying them.
-fn with_slice<T: candle_core::WithDType, R>(
-    t: &Tensor,
-    f: impl FnOnce(&[T]) -> Result<R>,
-) -> Result<R> {
-    let t = t.contiguous()?;
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else {
-        candle_core::bail!("packed weights live on the CPU");
-    };
-    let all = cpu.as_slice::<T>()?;
-    let start = layout.start_offset();
-    f(&all[start..start + t.elem_count()])
 }
 
 /// The instruction sets a product can run on; they give identical bits.

@@ -8,8 +8,9 @@
 //! quantizes each input row on its own and takes one dot product per (row, output), so
 //! a row's bits do not depend on the rows beside it.
 
+use crate::candle::cpu::{product_input, with_slice};
 use candle_core::quantized::k_quants::{self, BlockQ4K, BlockQ8_0, GgmlType};
-use candle_core::{DType, Device, Result, Storage, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 use rayon::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -74,29 +75,16 @@ impl QuantWeight {
 
     /// `x W^T` over the last dimension of `x`: (.., k) -> (.., n), f32.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut dims = x.dims().to_vec();
-        let k = dims.pop().unwrap_or(0);
-        if k != self.k {
-            candle_core::bail!(
-                "quantized product: input depth {k}, weight depth {}",
-                self.k
-            );
-        }
-        let rows: usize = dims.iter().product();
-        let x = x.to_dtype(DType::F32)?.contiguous()?;
+        let (x, rows, mut dims) = product_input(x, self.k)?;
         let mut out = vec![0f32; rows * self.n];
         if rows > 0 {
-            let (storage, layout) = x.storage_and_layout();
-            let Storage::Cpu(cpu) = &*storage else {
-                candle_core::bail!("quantized products run on the CPU");
-            };
-            let start = layout.start_offset();
-            let xs = &cpu.as_slice::<f32>()?[start..start + rows * k];
-            let mkn = (rows, k, self.n);
-            match &self.blocks {
-                Blocks::Q8_0(b) => k_quants::matmul(mkn, xs, b, &mut out)?,
-                Blocks::Q4K(b) => k_quants::matmul(mkn, xs, b, &mut out)?,
-            }
+            with_slice::<f32, _>(&x, |xs| {
+                let mkn = (rows, self.k, self.n);
+                match &self.blocks {
+                    Blocks::Q8_0(b) => k_quants::matmul(mkn, xs, b, &mut out),
+                    Blocks::Q4K(b) => k_quants::matmul(mkn, xs, b, &mut out),
+                }
+            })?;
         }
         dims.push(self.n);
         Tensor::from_vec(out, dims, &Device::Cpu)
@@ -116,33 +104,26 @@ fn fill<T: GgmlType>(dst: &mut [T], part: &Tensor, k: usize) -> Result<()> {
             },
         );
     };
-    let (storage, layout) = part.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else {
-        candle_core::bail!("weights to quantize are read on the CPU");
-    };
-    let start = layout.start_offset();
     match part.dtype() {
-        DType::F32 => {
-            let s = &cpu.as_slice::<f32>()?[start..];
+        DType::F32 => with_slice::<f32, _>(&part, |s| {
             quantize_rows(&|r, row| row.copy_from_slice(&s[r * k..(r + 1) * k]));
-        }
-        DType::BF16 => {
-            let s = &cpu.as_slice::<half::bf16>()?[start..];
-            quantize_rows(&|r, row| {
-                for (d, v) in row.iter_mut().zip(&s[r * k..(r + 1) * k]) {
-                    *d = v.to_f32();
-                }
-            });
-        }
-        DType::F16 => {
-            let s = &cpu.as_slice::<half::f16>()?[start..];
-            quantize_rows(&|r, row| {
-                for (d, v) in row.iter_mut().zip(&s[r * k..(r + 1) * k]) {
-                    *d = v.to_f32();
-                }
-            });
-        }
+            Ok(())
+        })?,
+        DType::BF16 => with_slice::<half::bf16, _>(&part, |s| {
+            quantize_rows(&|r, row| widen(&s[r * k..(r + 1) * k], row));
+            Ok(())
+        })?,
+        DType::F16 => with_slice::<half::f16, _>(&part, |s| {
+            quantize_rows(&|r, row| widen(&s[r * k..(r + 1) * k], row));
+            Ok(())
+        })?,
         other => candle_core::bail!("cannot quantize weights of dtype {other:?}"),
     }
     Ok(())
+}
+
+fn widen<T: Copy + Into<f32>>(src: &[T], dst: &mut [f32]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = v.into();
+    }
 }
