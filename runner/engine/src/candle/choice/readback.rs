@@ -220,7 +220,7 @@ fn by_reference(
     stats: &mut ChoiceStats,
 ) -> Result<u32> {
     let t = Instant::now();
-    let row: Vec<f32> = logits.get(r)?.to_vec1()?;
+    let row = super::host_row(logits, r)?;
     stats.transfers += 1;
     stats.transfer_bytes += row.len() * 4;
     stats.transfer_s += t.elapsed().as_secs_f64();

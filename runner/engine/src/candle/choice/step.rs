@@ -115,7 +115,7 @@ pub fn device_argmax(logits: &Tensor, stats: &mut ChoiceStats) -> Result<Vec<u32
     let mut out = Vec::with_capacity(n);
     for (r, pair) in both.iter().enumerate() {
         if pair[1] != 0 || pair[0] as usize >= vocab {
-            let row: Vec<f32> = logits.get(r)?.to_vec1()?;
+            let row = super::host_row(logits, r)?;
             stats.transfers += 1;
             stats.transfer_bytes += vocab * 4;
             out.push(sampler::argmax(&row));

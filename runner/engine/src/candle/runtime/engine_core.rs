@@ -166,15 +166,37 @@ impl Engine {
     }
 }
 
-/// Whether an engine error is the device running out of memory (worth a smaller batch).
+/// Whether an engine error is the device running out of memory (worth a smaller batch):
+/// the driver's `CUDA_ERROR_OUT_OF_MEMORY`, and cuBLAS's `CUBLAS_STATUS_ALLOC_FAILED`
+/// when a matmul cannot get its workspace.
 fn is_out_of_memory(e: &EngineError) -> bool {
     let text = e.to_string().to_ascii_lowercase();
-    text.contains("out of memory") || text.contains("out_of_memory")
+    text.contains("out of memory")
+        || text.contains("out_of_memory")
+        || text.contains("status_alloc_failed")
 }
 
 #[cfg(test)]
 mod tests {
     use crate::candle::{fixture, load::hub::ModelFiles, Engine};
+    use crate::EngineError;
+
+    #[test]
+    fn cuda_and_cublas_allocation_failures_are_out_of_memory_and_others_are_not() {
+        let err = |m: &str| EngineError::Tensor(candle_core::Error::Msg(m.into()));
+        for oom in [
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")",
+            "cublas error: CublasError(CUBLAS_STATUS_ALLOC_FAILED)",
+        ] {
+            assert!(super::is_out_of_memory(&err(oom)), "{oom}");
+        }
+        for other in [
+            "cublas error: CublasError(CUBLAS_STATUS_EXECUTION_FAILED)",
+            "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS)",
+        ] {
+            assert!(!super::is_out_of_memory(&err(other)), "{other}");
+        }
+    }
     use crate::{Backend, FinishReason, Prompt, Request, RequestId, Sampling};
     use candle_core::Device;
 
