@@ -266,10 +266,19 @@ pub struct BenchArgs {
     #[arg(long)]
     json: bool,
     /// `mixed`: a serving workload of --requests prompts with length caps of 16 to
-    /// --longest-cap new tokens (median a quarter of it), decoded at a row limit of the
-    /// largest --batch by each --scheduler in alternating rounds (--repeat of them).
+    /// --longest-cap new tokens (median a quarter of it), decoded at a row limit of
+    /// --mixed-rows (default: the largest --batch) by each --scheduler in alternating
+    /// rounds (--repeat of them). `fixed,mixed`: both on one load of the model, the
+    /// fixed batches first and the row limit (--batch 0) last.
+    #[arg(long, value_delimiter = ',')]
+    workload: Vec<String>,
     #[arg(long)]
-    workload: Option<String>,
+    mixed_rows: Option<usize>,
+    /// Print the GPU check's memory plan for a device (`h200`, or its memory in GiB)
+    /// with Qwen2.5-7B in bf16: each step's peak, computed, nothing loaded. Exits 1
+    /// when a step does not fit.
+    #[arg(long)]
+    memory_plan: Option<String>,
     #[arg(long, default_value_t = 96)]
     requests: usize,
     /// The mixed workload's longest length cap (the protocol's is 512).
@@ -304,31 +313,91 @@ fn engine_bench(args: &BenchArgs) -> Result<EngineBench> {
         repeat: args.repeat,
         sampling: args.sampling.parse().map_err(anyhow::Error::msg)?,
         save_prompts: args.save_prompts.clone(),
-        mixed: match args.workload.as_deref() {
-            None if !args.refill.is_empty() => {
-                bail!("--refill applies to the mixed workload only (--workload mixed)")
-            }
-            None => None,
-            Some("mixed") => Some(MixedWorkload {
-                requests: args.requests,
-                longest_cap: args.longest_cap,
-                schedulers: args
-                    .scheduler
-                    .iter()
-                    .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
-                    .collect::<Result<_>>()?,
-                refills: args
-                    .refill
-                    .iter()
-                    .map(|s| s.parse::<Refill>().map_err(anyhow::Error::msg))
-                    .collect::<Result<_>>()?,
-            }),
-            Some(other) => bail!("unknown --workload {other:?} (mixed)"),
-        },
+        fixed: args.workload.is_empty() || args.workload.iter().any(|w| w == "fixed"),
+        mixed: mixed_workload(args)?,
     })
 }
 
+/// The mixed workload `--workload` asks for, if any.
+fn mixed_workload(args: &BenchArgs) -> Result<Option<MixedWorkload>> {
+    if let Some(bad) = args
+        .workload
+        .iter()
+        .find(|w| !matches!(w.as_str(), "fixed" | "mixed"))
+    {
+        bail!("unknown --workload {bad:?} (fixed, mixed)")
+    }
+    if !args.workload.iter().any(|w| w == "mixed") {
+        if !args.refill.is_empty() || args.mixed_rows.is_some() {
+            bail!("--refill and --mixed-rows apply to the mixed workload only (--workload mixed)")
+        }
+        return Ok(None);
+    }
+    Ok(Some(MixedWorkload {
+        rows: args.mixed_rows,
+        requests: args.requests,
+        longest_cap: args.longest_cap,
+        schedulers: args
+            .scheduler
+            .iter()
+            .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?,
+        refills: args
+            .refill
+            .iter()
+            .map(|s| s.parse::<Refill>().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?,
+    }))
+}
+
+/// `--memory-plan`: the plan's table (or one JSON object per step), and whether it fits.
+fn memory_plan(device: &str, json: bool) -> Result<ExitCode> {
+    use runner_engine::candle::memory_plan::{
+        gpu_check_plan, CheckWorkload, DeviceMemory, ModelShape,
+    };
+    let memory = match device.to_ascii_lowercase().as_str() {
+        "h200" => DeviceMemory::H200,
+        other => match other.trim_end_matches("gib").parse::<u64>() {
+            Ok(gib) if gib > 0 => DeviceMemory {
+                name: "GPU",
+                bytes: gib << 30,
+            },
+            _ => bail!("--memory-plan {device:?}: expected h200 or the device's memory in GiB"),
+        },
+    };
+    let plan = gpu_check_plan(memory, ModelShape::QWEN2_5_7B, &CheckWorkload::gpu_check());
+    if json {
+        for s in &plan.steps {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "plan": plan.device.name, "step": s.step, "rows": s.rows,
+                    "weights_bytes": s.weights, "kv_peak_bytes": s.kv,
+                    "activation_bytes": s.activations, "total_bytes": s.total(),
+                    "device_bytes": plan.device.bytes, "fits": s.total() <= plan.device.bytes,
+                })
+            );
+        }
+    } else {
+        print!("{}", plan.table());
+    }
+    let over = plan.overflows();
+    if over.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let names: Vec<&str> = over.iter().map(|s| s.step.as_str()).collect();
+    eprintln!(
+        "error: the plan does not fit {}: {}",
+        plan.device.name,
+        names.join(", ")
+    );
+    Ok(ExitCode::FAILURE)
+}
+
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
+    if let Some(device) = &args.memory_plan {
+        return memory_plan(device, args.json);
+    }
     if args.sampler {
         let rows = bench::sampler::run(&SamplerBench {
             device: args.device.parse().map_err(anyhow::Error::msg)?,

@@ -7,6 +7,7 @@ use crate::candle::bench::mixed::mixed_workload;
 use crate::candle::bench::BenchTimes;
 use crate::candle::fixture::{write_fixture, Arch, Size};
 use crate::candle::load::hub::ModelFiles;
+use crate::candle::memory_plan::bench_row_limit;
 use crate::candle::{select_device, BatchLimits, DeviceChoice, Engine, Refill, Scheduler};
 use crate::Backend;
 use serde::Serialize;
@@ -41,7 +42,11 @@ pub struct EngineBench {
     pub sampling: BenchSampling,
     /// Where to write the prompts' token ids as JSON, for a side-by-side run elsewhere.
     pub save_prompts: Option<PathBuf>,
-    /// Instead of fixed batches: a serving workload decoded by each scheduler in turn.
+    /// Measure the fixed batches (`batches`).
+    pub fixed: bool,
+    /// A serving workload decoded by each scheduler in turn. With `fixed` too, both run
+    /// on one load of the model: the fixed batches, the mixed workload, then the row
+    /// limit (batch 0), the longest step, last.
     pub mixed: Option<MixedWorkload>,
 }
 
@@ -50,6 +55,8 @@ pub struct EngineBench {
 /// alternating rounds (`repeat` of them), so that the schedulers are compared side by side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MixedWorkload {
+    /// The row limit; none: the largest batch size.
+    pub rows: Option<usize>,
     pub requests: usize,
     pub longest_cap: usize,
     pub schedulers: Vec<Scheduler>,
@@ -151,39 +158,124 @@ pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Valu
     };
     let files = ModelFiles::from_dir(&dir)?;
     let engine = Engine::load_with(&files, device, &label, bench.load)?;
-    let row_limit = engine.row_limit(bench.prompt_tokens + bench.new_tokens);
+    // The bench holds a copy of the cache beside it to measure the select: its row
+    // limit leaves room for that (see `bench_row_limit`).
+    let limits = engine.limits();
+    let row_limit = bench_row_limit(
+        limits.kv_budget_bytes,
+        engine.kv_bytes_per_token(),
+        bench.prompt_tokens,
+        bench.new_tokens,
+        engine.layers(),
+        limits.max_rows,
+    );
     let batches: Vec<usize> = bench
         .batches
         .iter()
         .map(|&b| if b == 0 { row_limit } else { b })
         .collect();
     let max_batch = batches.iter().copied().max().unwrap_or(1);
-    let limits = BatchLimits {
+    let mut engine = engine.with_limits(BatchLimits {
         max_rows: max_batch,
         prefill_tokens: bench.prefill_tokens,
-        ..engine.limits()
-    };
-    let mut engine = engine.with_limits(limits);
-    if let Some(mixed) = &bench.mixed {
-        return run_mixed(&mut engine, mixed, bench.repeat, each);
-    }
-    let prompts = prompts(engine.vocab_size() as u64, max_batch, bench.prompt_tokens);
-    if let Some(p) = &bench.save_prompts {
-        save(p, &prompts)?;
-    }
-    let sampling = bench.sampling.sampling();
-    // One untimed pass warms allocators and thread pools.
-    engine.bench_run(&prompts[..1], 2, sampling)?;
+        ..limits
+    });
     let mut results = Vec::new();
-    for &b in &batches {
-        let runs = (0..bench.repeat.max(1))
-            .map(|_| engine.bench_run(&prompts[..b], bench.new_tokens, sampling))
-            .collect::<Result<Vec<_>, _>>()?;
-        let result = row(&summarize(&engine.describe(), bench, b, row_limit, &runs));
-        each(&result);
-        results.push(result);
+    let (first, last): (Vec<usize>, Vec<usize>) = match (&bench.mixed, bench.fixed) {
+        (_, false) => (Vec::new(), Vec::new()),
+        (None, true) => (batches.clone(), Vec::new()),
+        (Some(_), true) => (
+            batches
+                .iter()
+                .copied()
+                .filter(|&b| b != row_limit)
+                .collect(),
+            batches
+                .iter()
+                .copied()
+                .filter(|&b| b == row_limit)
+                .collect(),
+        ),
+    };
+    if bench.fixed {
+        let prompts = prompts(engine.vocab_size() as u64, max_batch, bench.prompt_tokens);
+        if let Some(p) = &bench.save_prompts {
+            save(p, &prompts)?;
+        }
+        // One untimed pass warms allocators and thread pools.
+        engine.bench_run(&prompts[..1], 2, bench.sampling.sampling())?;
+        let fixed = Fixed {
+            bench,
+            prompts: &prompts,
+            row_limit,
+        };
+        results.extend(fixed.run(&engine, &first, each)?);
+        if let Some(mixed) = &bench.mixed {
+            let rows = mixed.rows.unwrap_or(max_batch);
+            engine = with_rows(engine, rows);
+            results.extend(run_mixed(&mut engine, mixed, bench.repeat, each)?);
+            engine = with_rows(engine, max_batch);
+        }
+        results.extend(fixed.run(&engine, &last, each)?);
+        return Ok(results);
+    }
+    if let Some(mixed) = &bench.mixed {
+        if let Some(rows) = mixed.rows {
+            engine = with_rows(engine, rows);
+        }
+        results.extend(run_mixed(&mut engine, mixed, bench.repeat, each)?);
     }
     Ok(results)
+}
+
+/// The engine with a row limit of `rows`.
+fn with_rows(engine: Engine, rows: usize) -> Engine {
+    let limits = engine.limits();
+    engine.with_limits(BatchLimits {
+        max_rows: rows,
+        ..limits
+    })
+}
+
+/// The fixed batches' prompts and row limit.
+struct Fixed<'a> {
+    bench: &'a EngineBench,
+    prompts: &'a [Vec<u32>],
+    row_limit: usize,
+}
+
+impl Fixed<'_> {
+    /// Each batch size of `batches` in turn, `repeat` runs each.
+    fn run(
+        &self,
+        engine: &Engine,
+        batches: &[usize],
+        each: &mut dyn FnMut(&Value),
+    ) -> Result<Vec<Value>, BenchError> {
+        let bench = self.bench;
+        let mut results = Vec::new();
+        for &b in batches {
+            let runs = (0..bench.repeat.max(1))
+                .map(|_| {
+                    engine.bench_run(
+                        &self.prompts[..b],
+                        bench.new_tokens,
+                        bench.sampling.sampling(),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let result = row(&summarize(
+                &engine.describe(),
+                bench,
+                b,
+                self.row_limit,
+                &runs,
+            ));
+            each(&result);
+            results.push(result);
+        }
+        Ok(results)
+    }
 }
 
 /// The mixed workload, each scheduler in turn within each round: alternating keeps a
@@ -353,6 +445,7 @@ mod tests {
             repeat: 1,
             sampling: BenchSampling::Greedy,
             save_prompts: None,
+            fixed: true,
             mixed: None,
         };
         let err = run(&bench, &mut |_| {}).unwrap_err().to_string();
@@ -363,6 +456,7 @@ mod tests {
         assert!(err.contains("--new-tokens"), "{err}");
         bench.new_tokens = 4;
         let mut mixed = MixedWorkload {
+            rows: None,
             requests: 0,
             longest_cap: 256,
             schedulers: vec![Scheduler::Continuous],

@@ -9,6 +9,7 @@ mod cpu;
 pub mod fixture;
 mod layers;
 pub mod load;
+pub mod memory_plan;
 pub mod models;
 pub mod runtime;
 pub mod weights;
@@ -101,6 +102,11 @@ impl Engine {
             tokens_per_row,
         )
         .min(self.limits.max_rows)
+    }
+
+    /// The model's layers.
+    pub fn layers(&self) -> usize {
+        self.model.layers()
     }
 
     pub fn kv_bytes_per_token(&self) -> usize {
@@ -201,6 +207,7 @@ impl Engine {
             limits: self.limits,
             kv_bytes_per_token: self.kv_bytes_per_token,
             refill: self.refill,
+            layers: self.model.layers(),
         }
     }
 

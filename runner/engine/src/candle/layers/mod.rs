@@ -115,7 +115,7 @@ const SCORE_BUDGET: usize = 1 << 21;
 /// take about as much again while a block runs). A GPU gains nothing from small chunks
 /// and pays launches for each: one layer of a 2,500-token prompt of Qwen2.5-7B (28
 /// heads) is one block of 175M scores instead of 84 chunks.
-const GPU_SCORE_BUDGET: usize = 1 << 28;
+pub(crate) const GPU_SCORE_BUDGET: usize = 1 << 28;
 
 /// Score elements one attention block may hold on `device`.
 fn score_budget(device: &Device) -> usize {

@@ -5,7 +5,7 @@ use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::runtime::model_runner::{ModelRunner, RowDraw};
 use crate::candle::runtime::phases::PhaseTimes;
 use crate::candle::runtime::rows::{self, Row};
-use crate::candle::runtime::scheduler::{CachePlan, CacheShape, Demand, Policy};
+use crate::candle::runtime::scheduler::{AliveKv, CachePlan, CacheShape, Demand, Policy};
 use crate::candle::Engine;
 use crate::{BatchStats, EngineError, Request, Sample};
 use candle_core::Tensor;
@@ -154,9 +154,20 @@ impl<'a> Batch<'a, '_> {
     /// rows decoding and the prompts being prefilled.
     fn admit(&mut self) -> Result<(), EngineError> {
         let running = self.places.iter().flatten().map(Row::demand);
-        let mut admission = self
-            .policy
-            .admission(running.chain(self.incoming.iter().map(Incoming::demand)));
+        let per_token = self.policy.kv_bytes_per_token;
+        let alive = AliveKv {
+            running: self.cache.as_ref().map_or(0, KvCache::bytes),
+            // A prompt cache is reserved to its prompt's length when it is made.
+            prompts: self
+                .incoming
+                .iter()
+                .map(|i| i.prompt.len() * per_token)
+                .sum(),
+        };
+        let mut admission = self.policy.admission(
+            running.chain(self.incoming.iter().map(Incoming::demand)),
+            alive,
+        );
         let pending = self.pending;
         while let Some(&next) = self.queue.front() {
             let (request, prompt) = &pending[next];
@@ -331,7 +342,9 @@ impl<'a> Batch<'a, '_> {
         times: &mut PhaseTimes,
     ) -> Result<KvCache, EngineError> {
         let live = live_places(&self.places);
-        let running = cache.as_ref().filter(|_| !live.is_empty());
+        // The running cache goes into the join whole, so that it is freed layer by layer
+        // as it is copied.
+        let running = cache.filter(|_| !live.is_empty());
         let newcomers: Vec<(&KvCache, usize)> = joining
             .iter()
             .map(|(inc, rows)| (&inc.cache, rows.len()))

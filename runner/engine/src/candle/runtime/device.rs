@@ -150,8 +150,14 @@ pub(crate) fn kv_budget(device: &Device) -> usize {
                 .map(|kib| kib * 1024);
             available.map_or(8 << 30, |b| b / 2)
         }
-        _ => gpu_free_bytes(device).map_or(16 << 30, |free| free / 10 * 8),
+        _ => gpu_free_bytes(device).map_or(16 << 30, gpu_kv_budget),
     }
+}
+
+/// The KV budget of a GPU with `free` bytes free once the weights are in: 80%, leaving
+/// the rest for a step's activations, cuBLAS's workspace and the joins' overlap.
+pub fn gpu_kv_budget(free: usize) -> usize {
+    free / 10 * 8
 }
 
 /// Free memory on a GPU, as the driver reports it.

@@ -3,7 +3,7 @@
 
 use crate::candle::choice::sampler::StreamKey;
 use crate::candle::choice::step;
-use crate::candle::runtime::kv_cache::KvCache;
+use crate::candle::runtime::kv_cache::{JoinPart, KvCache};
 use crate::candle::runtime::phases::{timed, PhaseTimes};
 use crate::candle::{CausalLm, Engine};
 use crate::{BatchStats, EngineError, Request, RequestId, Sampling};
@@ -262,25 +262,29 @@ impl<'e> ModelRunner<'e> {
 
     /// One copy of the rows `keep` of `running` and of each newcomer's prefilled cache,
     /// forked to its rows, into a new cache with room for `capacity` slots; one join.
+    /// `running` is freed layer by layer as it is copied.
     pub fn join(
         &self,
-        running: Option<(&KvCache, &[usize])>,
+        running: Option<(KvCache, &[usize])>,
         newcomers: &[(&KvCache, usize)],
         capacity: usize,
         stats: &mut BatchStats,
         times: &mut PhaseTimes,
     ) -> Result<KvCache, EngineError> {
         let forks: Vec<Vec<usize>> = newcomers.iter().map(|&(_, rows)| vec![0; rows]).collect();
-        let mut parts: Vec<(&KvCache, &[usize])> = running.into_iter().collect();
+        let mut parts: Vec<(JoinPart, &[usize])> = running
+            .into_iter()
+            .map(|(c, rows)| (JoinPart::Owned(c), rows))
+            .collect();
         parts.extend(
             newcomers
                 .iter()
                 .zip(&forks)
-                .map(|(&(c, _), f)| (c, f.as_slice())),
+                .map(|(&(c, _), f)| (JoinPart::Shared(c), f.as_slice())),
         );
         stats.joins += 1;
         Ok(timed(&mut times.cache_s, || {
-            KvCache::join_rows(&parts, capacity)
+            KvCache::join_rows(parts, capacity)
         })?)
     }
 }

@@ -1,6 +1,7 @@
 //! The scheduler's policy: which rows run, what each step prefills, and what becomes of
 //! finished rows' places, decided from plain numbers so that it reads apart from the work.
 
+use crate::candle::runtime::kv_cache::join_peak_bytes;
 use std::ops::Range;
 
 /// How much work one forward pass may take on.
@@ -110,6 +111,17 @@ pub(crate) struct Policy {
     pub limits: BatchLimits,
     pub kv_bytes_per_token: usize,
     pub refill: Refill,
+    /// The model's layers: a join copies one layer at a time (see [`join_peak_bytes`]).
+    pub layers: usize,
+}
+
+/// KV bytes alive when a step's admission is weighed: the running batch's cache, which
+/// a join frees layer by layer as it copies it, and the prompt caches of the newcomers
+/// being prefilled, which a join only reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AliveKv {
+    pub running: usize,
+    pub prompts: usize,
 }
 
 /// A newcomer's prefill work in one step: `len` more tokens of prompt number `prompt`
@@ -123,6 +135,7 @@ pub(crate) struct PrefillChunk {
 /// The rows admitted so far in a step, against which each waiting prompt is weighed.
 pub(crate) struct Admission {
     policy: Policy,
+    alive: AliveKv,
     rows: usize,
     /// The longest extent and the longest answer among the rows.
     extent: usize,
@@ -131,15 +144,21 @@ pub(crate) struct Admission {
 
 impl Admission {
     /// Takes `d` in if its rows fit the row limit and the KV budget beside the rows
-    /// already in (see [`Policy::fits`]); the first rows always go in.
+    /// already in (see [`Policy::fits`]); the first rows always go in. Its prompt cache
+    /// (one row, its prompt's length) is alive from then on.
     pub fn admits(&mut self, d: Demand) -> bool {
         let headroom = self.policy.headroom(self.answer.max(d.max_new));
+        let alive = AliveKv {
+            prompts: self.alive.prompts + d.prompt * self.policy.kv_bytes_per_token,
+            ..self.alive
+        };
         if !self
             .policy
-            .fits(self.rows, self.extent, d.rows, d.extent(), headroom)
+            .fits(self.rows, self.extent, d.rows, d.extent(), headroom, alive)
         {
             return false;
         }
+        self.alive = alive;
         self.rows += d.rows;
         self.extent = self.extent.max(d.extent());
         self.answer = self.answer.max(d.max_new);
@@ -196,7 +215,10 @@ impl Policy {
 
     /// Whether `rows` more rows reaching `extent` tokens fit the row limit and the KV
     /// budget beside the `taken` rows of longest extent `taken_extent`; the first rows
-    /// always go in. `headroom` is what the cache keeps beyond every row's extent.
+    /// always go in. `headroom` is what the cache keeps beyond every row's extent. The
+    /// budget bounds the peak of the join that makes their cache: the new cache, and
+    /// what is `alive` while it is made (see [`join_peak_bytes`]), not the new cache
+    /// alone.
     fn fits(
         &self,
         taken: usize,
@@ -204,22 +226,29 @@ impl Policy {
         rows: usize,
         extent: usize,
         headroom: usize,
+        alive: AliveKv,
     ) -> bool {
         if taken == 0 {
             return true;
         }
         let total = taken + rows;
-        let kv = total
+        let joined = total
             .saturating_mul(taken_extent.max(extent) + headroom)
             .saturating_mul(self.kv_bytes_per_token);
-        total <= self.limits.max_rows && kv <= self.limits.kv_budget_bytes
+        let peak = join_peak_bytes(alive.running, alive.prompts, joined, self.layers);
+        total <= self.limits.max_rows && peak <= self.limits.kv_budget_bytes
     }
 
     /// The admission of a step whose batch already holds `running` (rows decoding and
-    /// prompts being prefilled).
-    pub fn admission(&self, running: impl IntoIterator<Item = Demand>) -> Admission {
+    /// prompts being prefilled), whose caches hold `alive`.
+    pub fn admission(
+        &self,
+        running: impl IntoIterator<Item = Demand>,
+        alive: AliveKv,
+    ) -> Admission {
         let mut a = Admission {
             policy: *self,
+            alive,
             rows: 0,
             extent: 0,
             answer: 0,
@@ -289,7 +318,10 @@ impl Policy {
             let kv = rows2
                 .saturating_mul(prompt2 + new2)
                 .saturating_mul(self.kv_bytes_per_token);
-            if end > start && (rows2 > self.limits.max_rows || kv > self.limits.kv_budget_bytes) {
+            // The group's prefill caches are joined, layer by layer, into one about as
+            // large: the peak is that cache and one layer more.
+            let peak = join_peak_bytes(kv, 0, kv, self.layers);
+            if end > start && (rows2 > self.limits.max_rows || peak > self.limits.kv_budget_bytes) {
                 break;
             }
             (rows, longest_prompt, longest_new) = (rows2, prompt2, new2);

@@ -253,16 +253,17 @@ impl KvCache {
     }
 
     /// Stacks the rows of several caches of the same model into one, left-padding the
-    /// shorter ones with zero slots.
+    /// shorter ones with zero slots; each part's buffers are freed as soon as they are
+    /// copied (see [`KvCache::join_rows`]).
     pub fn join(parts: Vec<KvCache>) -> Result<KvCache> {
         let wanted = parts.iter().map(|c| c.wanted).max().unwrap_or(0);
         let all: Vec<Vec<usize>> = parts.iter().map(|c| (0..c.rows()).collect()).collect();
-        let refs: Vec<(&KvCache, &[usize])> = parts
-            .iter()
+        let parts: Vec<(JoinPart, &[usize])> = parts
+            .into_iter()
             .zip(&all)
-            .map(|(c, r)| (c, r.as_slice()))
+            .map(|(c, r)| (JoinPart::Owned(c), r.as_slice()))
             .collect();
-        let mut joined = KvCache::join_rows(&refs, wanted)?;
+        let mut joined = KvCache::join_rows(parts, wanted)?;
         joined.wanted = wanted;
         Ok(joined)
     }
@@ -272,16 +273,21 @@ impl KvCache {
     /// in every row are dropped, shorter rows are left-padded with zeros, and every slot
     /// in use is copied once: admitting newcomers to a running batch costs one copy of
     /// the batch's cache, fork and padding included.
-    pub fn join_rows(parts: &[(&KvCache, &[usize])], capacity: usize) -> Result<KvCache> {
+    ///
+    /// The join goes layer by layer, and an owned part's layer is freed once copied, so
+    /// the parts and the result are never alive whole at once: the peak is
+    /// [`join_peak_bytes`], not the parts' bytes plus the result's.
+    pub fn join_rows(mut parts: Vec<(JoinPart<'_>, &[usize])>, capacity: usize) -> Result<KvCache> {
         // A part with no rows chosen contributes nothing, not even its length.
-        let parts: Vec<&(&KvCache, &[usize])> = parts.iter().filter(|p| !p.1.is_empty()).collect();
+        parts.retain(|p| !p.1.is_empty());
         let Some(first) = parts.first() else {
             candle_core::bail!("joining no rows")
         };
-        let layers = first.0.layers.len();
+        let layers = first.0.cache().layers.len();
         // Per part: the slots in use after its own shared padding.
         let mut lens = Vec::with_capacity(parts.len());
         for (c, rows) in &parts {
+            let c = c.cache();
             if c.layers.len() != layers {
                 candle_core::bail!("joining caches of different models")
             }
@@ -295,6 +301,7 @@ impl KvCache {
         let cap = capacity.max(slots);
         let mut pad = Vec::new();
         for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
+            let c = c.cache();
             pad.extend(rows.iter().map(|&r| c.pad[r] - drop + (slots - len)));
         }
         let total = pad.len();
@@ -304,7 +311,7 @@ impl KvCache {
             let mut at = 0;
             let mut joined: Option<(Tensor, Tensor)> = None;
             for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
-                let Some((k, v)) = &c.layers[l] else {
+                let Some((k, v)) = &c.cache().layers[l] else {
                     candle_core::bail!("joining a cache that was never filled")
                 };
                 let (jk, jv) = match &joined {
@@ -325,6 +332,9 @@ impl KvCache {
                 jk.inplace_op2(k, &place)?;
                 jv.inplace_op2(v, &place)?;
                 at += rows.len();
+            }
+            for (c, _) in &mut parts {
+                c.release(l);
             }
             out.push(joined);
         }
@@ -393,6 +403,42 @@ impl KvCache {
             .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
             .sum()
     }
+}
+
+/// A cache a join copies rows from: one it frees layer by layer as it goes (a prefill
+/// group's, the running batch's, which the join replaces), or one it only reads (a
+/// newcomer's prompt cache, which its owner keeps).
+pub enum JoinPart<'c> {
+    Owned(KvCache),
+    Shared(&'c KvCache),
+}
+
+impl JoinPart<'_> {
+    fn cache(&self) -> &KvCache {
+        match self {
+            JoinPart::Owned(c) => c,
+            JoinPart::Shared(c) => c,
+        }
+    }
+
+    /// Frees an owned part's buffers of layer `l` (the last reference to them).
+    fn release(&mut self, l: usize) {
+        if let JoinPart::Owned(c) = self {
+            c.layers[l] = None;
+        }
+    }
+}
+
+/// Bytes alive at the peak of a join over `layers` layers into a cache of `joined`
+/// bytes, from parts of `owned` bytes (freed layer by layer) and `shared` bytes (kept):
+/// layer `l` of the result is made before the parts' layer `l` is freed, so after layer
+/// `l` the result's first `l + 1` layers and the owned parts' last `layers - l` layers
+/// are alive. The most is at one end: the first layer or the last.
+pub fn join_peak_bytes(owned: usize, shared: usize, joined: usize, layers: usize) -> usize {
+    let layers = layers.max(1);
+    let first = joined / layers + owned;
+    let last = joined + owned / layers;
+    first.max(last) + shared
 }
 
 /// Copies slots `first..first + len` of the chosen rows of a (rows, heads, capacity, d)

@@ -156,7 +156,13 @@ fn join_rows_copies_chosen_rows_of_each_part_once_into_one_padded_buffer() -> Re
     // one row (3 slots) forked twice.
     let running = numbered(vec![1, 4, 0], 6, 9, 0.0)?;
     let newcomer = numbered(vec![0], 3, 3, 1000.0)?;
-    let c = KvCache::join_rows(&[(&running, &[0, 2]), (&newcomer, &[0, 0])], 8)?;
+    let c = KvCache::join_rows(
+        vec![
+            (JoinPart::Shared(&running), &[0, 2]),
+            (JoinPart::Shared(&newcomer), &[0, 0]),
+        ],
+        8,
+    )?;
     // Row 1 left: the shared padding of the rows kept is 0, so 6 slots stay.
     assert_eq!(c.slots(), 6);
     assert_eq!(c.pad(), &[1, 0, 3, 3]);
@@ -176,12 +182,18 @@ fn join_rows_copies_chosen_rows_of_each_part_once_into_one_padded_buffer() -> Re
             assert_eq!(*x, want(i / 8, i % 8), "row {} slot {}", i / 8, i % 8);
         }
     }
-    assert!(KvCache::join_rows(&[(&running, &[3])], 8).is_err());
+    assert!(KvCache::join_rows(vec![(JoinPart::Shared(&running), &[3])], 8).is_err());
     // A part with no rows chosen (a running batch whose rows all finished) adds no
     // padding: the newcomer keeps its own 3 slots.
-    let alone = KvCache::join_rows(&[(&running, &[]), (&newcomer, &[0])], 8)?;
+    let alone = KvCache::join_rows(
+        vec![
+            (JoinPart::Shared(&running), &[]),
+            (JoinPart::Shared(&newcomer), &[0]),
+        ],
+        8,
+    )?;
     assert_eq!((alone.slots(), alone.pad()), (3, &[0usize][..]));
-    assert!(KvCache::join_rows(&[(&running, &[])], 8).is_err());
+    assert!(KvCache::join_rows(vec![(JoinPart::Shared(&running), &[])], 8).is_err());
     Ok(())
 }
 
@@ -222,5 +234,129 @@ fn place_writes_a_newcomer_over_one_finished_row_and_nothing_else() -> Result<()
     let long = numbered(vec![0], 7, 7, 0.0)?;
     assert!(batch.place(0, &long, 0).is_err(), "longer than the batch");
     assert!(batch.place(3, &newcomer, 0).is_err(), "no such row");
+    Ok(())
+}
+
+/// Heap bytes alive on the current thread, and the most since the last reset: the
+/// engine's unit tests run on a counting allocator so that a test can measure the peak
+/// of work done on its own thread (candle's CPU `zeros` and copies run on the caller's).
+mod peak {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+        static PEAK: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn add(bytes: isize) {
+        // try_with: a thread being torn down has no counters left to update.
+        let _ = LIVE.try_with(|live| {
+            let now = live.get() + bytes;
+            live.set(now);
+            let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+        });
+    }
+
+    struct Counting;
+
+    // Safety: forwards every call to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            System.alloc(layout)
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            System.alloc_zeroed(layout)
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            add(-(layout.size() as isize));
+            System.dealloc(ptr, layout)
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            add(new_size as isize - layout.size() as isize);
+            System.realloc(ptr, layout, new_size)
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Runs `f`; returns its result and the most bytes it held beyond what was alive
+    /// when it started.
+    pub fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        let base = LIVE.with(Cell::get);
+        PEAK.with(|p| p.set(base));
+        let out = f();
+        let peak = PEAK.with(Cell::get) - base;
+        (out, peak.max(0) as usize)
+    }
+}
+
+/// A cache of `layers` layers of `rows` rows, `slots` slots each, with room for `cap`.
+fn sized(layers: usize, rows: usize, slots: usize, cap: usize) -> Result<KvCache> {
+    let mut c = KvCache::new(layers, vec![0; rows]);
+    c.reserve(cap)?;
+    let kv = Tensor::ones((rows, 2, slots, 16), candle_core::DType::F32, &Device::Cpu)?;
+    for l in 0..layers {
+        c.append(l, &kv, &kv)?;
+    }
+    c.advance(slots);
+    Ok(c)
+}
+
+#[test]
+fn a_join_frees_each_part_as_it_copies_so_its_peak_is_the_plans() -> Result<()> {
+    // Prefill groups of 3, 5 and 8 rows joined into one cache of 16 rows, 12 layers:
+    // the parts and the result are never all alive at once.
+    let layers = 12;
+    let parts = vec![
+        sized(layers, 3, 40, 40)?,
+        sized(layers, 5, 64, 64)?,
+        sized(layers, 8, 50, 50)?,
+    ];
+    let owned: usize = parts.iter().map(KvCache::bytes).sum();
+    let (joined, above) = peak::measure(|| KvCache::join(parts));
+    let joined = joined?;
+    // The parts were alive when the join began.
+    let peak = owned + above;
+    let plan = join_peak_bytes(owned, 0, joined.bytes(), layers);
+    // The plan counts the buffers; the join's own bookkeeping (row lists, padding) is
+    // a few hundred bytes beside them.
+    assert!(
+        peak <= plan + 4096,
+        "peak {peak} bytes, plan {plan}: the parts and the result are alive together \
+         ({} bytes)",
+        owned + joined.bytes()
+    );
+    assert!(
+        plan < owned + joined.bytes(),
+        "the plan is below keeping both"
+    );
+    assert!(
+        peak * 101 / 100 >= plan,
+        "the plan overstates the peak by over 1%: {peak} vs {plan}"
+    );
+
+    // A running batch owned by the join and a newcomer it only reads: the newcomer's
+    // buffers stay alive throughout.
+    let running = sized(layers, 6, 64, 96)?;
+    let newcomer = sized(layers, 1, 30, 30)?;
+    let (owned, shared) = (running.bytes(), newcomer.bytes());
+    let keep: Vec<usize> = (0..6).step_by(2).collect();
+    let (joined, above) = peak::measure(|| {
+        KvCache::join_rows(
+            vec![
+                (JoinPart::Owned(running), keep.as_slice()),
+                (JoinPart::Shared(&newcomer), &[0, 0, 0]),
+            ],
+            96,
+        )
+    });
+    let joined = joined?;
+    let peak = owned + shared + above;
+    let plan = join_peak_bytes(owned, shared, joined.bytes(), layers);
+    assert!(peak <= plan + 4096, "peak {peak} bytes, plan {plan}");
     Ok(())
 }

@@ -9,6 +9,9 @@ fn policy(max_rows: usize, kv_tokens: usize, refill: Refill) -> Policy {
         },
         kv_bytes_per_token: 10,
         refill,
+        // Many layers: a join's one layer of overlap is negligible here; the test of
+        // the peak sets its own.
+        layers: 1000,
     }
 }
 
@@ -22,22 +25,56 @@ fn demand(rows: usize, prompt: usize, max_new: usize) -> Demand {
 
 #[test]
 fn admission_takes_prompts_while_rows_and_kv_fit_and_always_the_first() {
+    let none = AliveKv::default();
     let p = policy(4, 1000, Refill::Compact);
-    let mut a = p.admission([]);
+    let mut a = p.admission([], none);
     assert!(a.admits(demand(9, 5000, 10)), "the first rows always go in");
     assert!(!a.admits(demand(1, 1, 1)), "the row limit");
 
-    let mut a = p.admission([demand(1, 100, 50)]);
-    assert!(a.admits(demand(2, 150, 50)), "3 rows x 200 tokens");
+    // The budget holds the joined cache and the newcomers' prompt caches beside it.
+    let mut a = p.admission([demand(1, 100, 50)], none);
+    assert!(a.admits(demand(2, 150, 50)), "3 rows x 200 tokens + 150");
     assert!(!a.admits(demand(1, 200, 60)), "4 rows x 260 tokens");
-    assert!(a.admits(demand(1, 100, 50)), "4 rows x 200 tokens");
+    assert!(
+        !a.admits(demand(1, 100, 50)),
+        "4 rows x 200 tokens + 150 + 100"
+    );
+    assert!(
+        a.admits(demand(1, 20, 50)),
+        "4 rows x 200 tokens + 150 + 20"
+    );
 
     // In place, the cache keeps two answers' room beyond the longest extent.
-    let p = policy(4, 1000, Refill::InPlace);
-    let mut a = p.admission([demand(1, 100, 50)]);
-    assert!(a.admits(demand(1, 100, 50)), "2 rows x (150 + 100)");
-    assert!(!a.admits(demand(2, 100, 60)), "4 rows x (160 + 120)");
-    assert!(a.admits(demand(2, 100, 50)), "4 rows x (150 + 100)");
+    let p = policy(4, 1200, Refill::InPlace);
+    let mut a = p.admission([demand(1, 100, 50)], none);
+    assert!(a.admits(demand(1, 100, 50)), "2 rows x (150 + 100) + 100");
+    assert!(!a.admits(demand(2, 100, 60)), "4 rows x (160 + 120) + 200");
+    assert!(a.admits(demand(2, 100, 50)), "4 rows x (150 + 100) + 200");
+}
+
+#[test]
+fn admission_counts_what_is_alive_at_the_joins_peak() {
+    // Two layers: a join holds one layer of the new cache beside all of the running
+    // one, then all of the new cache beside one layer of the running one.
+    let mut p = policy(8, 1000, Refill::Compact);
+    p.layers = 2;
+    // A running cache of 6,000 bytes (room for more slots than its row still needs).
+    let alive = AliveKv {
+        running: 6000,
+        prompts: 0,
+    };
+    let mut a = p.admission([demand(1, 100, 50)], alive);
+    // max(3,000 / 2 + 6,000, 3,000 + 6,000 / 2) + 1,000 of prompt cache = 8,500.
+    assert!(a.admits(demand(1, 100, 50)));
+    // The new cache alone (4,500) and the prompt caches (2,000) fit; with the running
+    // cache still alive, max(2,250 + 6,000, 4,500 + 3,000) + 2,000 = 10,250 does not.
+    assert!(!a.admits(demand(1, 100, 50)));
+    let mut fresh = p.admission([demand(1, 100, 50)], AliveKv::default());
+    assert!(fresh.admits(demand(1, 100, 50)));
+    assert!(
+        fresh.admits(demand(1, 100, 50)),
+        "without the running cache it fits"
+    );
 }
 
 #[test]
