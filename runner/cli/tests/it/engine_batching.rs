@@ -1,11 +1,18 @@
-//! Batch independence on a fixture model in f32: the same requests decoded at batch
-//! sizes 1, 3 and 8 (left padding, forks, rows leaving the batch, prefill groups joined)
-//! give identical tokens.
+//! Batching on a fixture model: the same requests decoded at batch sizes 1, 3 and 8
+//! (left padding, forks, rows leaving the batch, prefill groups joined). On the CPU
+//! every row's tokens are identical whatever the batch. On CUDA (and under
+//! CREG_TEST_DEVICE=rehearse, which takes the GPU's branch on the CPU) cuBLAS picks
+//! kernels by shape, so a row may change in its last bits with the batch; there the
+//! tests assert what the README promises instead: every (request, seed) comes back
+//! exactly once, and padded logits stay within bf16's resolution of unpadded ones.
 
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
 use runner_engine::candle::{BatchLimits, Engine};
-use runner_engine::{Backend, Message, Prompt, Request, RequestId, Role, Sample, Sampling};
+use runner_engine::{
+    Backend, FinishReason, Message, Prompt, Request, RequestId, Role, Sample, Sampling,
+};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn fixture(arch: Arch, tag: &str) -> PathBuf {
@@ -16,9 +23,7 @@ fn fixture(arch: Arch, tag: &str) -> PathBuf {
 
 fn engine(dir: &Path, limits: BatchLimits) -> Engine {
     let files = ModelFiles::from_dir(dir).unwrap();
-    Engine::load(&files, crate::test_device(), "fixture")
-        .unwrap()
-        .with_limits(limits)
+    crate::load_test_engine(&files, "fixture").with_limits(limits)
 }
 
 const QUESTIONS: [&str; 8] = [
@@ -63,8 +68,48 @@ fn tokens(samples: &[Sample]) -> Vec<(String, u64, Vec<u32>)> {
         .collect()
 }
 
+/// The (request, seed) keys of `samples`, sorted.
+fn keys(samples: &[Sample]) -> Vec<(String, u64)> {
+    let mut k: Vec<_> = samples
+        .iter()
+        .map(|s| (s.request_id.to_string(), s.seed))
+        .collect();
+    k.sort();
+    k
+}
+
+/// What holds on every device: each (request, seed) of `reqs` is in `samples` exactly
+/// once, with at most its request's `max_new_tokens` tokens (all of them where it ran
+/// out, fewer where it stopped: an end token is not kept, so a first one leaves none)
+/// and the text those tokens decode to.
+fn assert_each_sample_once(e: &Engine, reqs: &[Request], samples: &[Sample], what: &str) {
+    let mut cap: BTreeMap<(String, u64), usize> = reqs
+        .iter()
+        .flat_map(|r| {
+            r.seeds
+                .iter()
+                .map(|&s| ((r.id.to_string(), s), r.max_new_tokens))
+        })
+        .collect();
+    for s in samples {
+        let key = (s.request_id.to_string(), s.seed);
+        let max = cap
+            .remove(&key)
+            .unwrap_or_else(|| panic!("{what}: {key:?} repeated or never asked for"));
+        let n = s.token_ids.len();
+        match s.finish_reason {
+            FinishReason::Length => assert_eq!(n, max, "{what}: {key:?} ran out"),
+            FinishReason::Stop => assert!(n < max, "{what}: {key:?} stopped at {n}/{max}"),
+        }
+        assert_eq!(s.text, e.decode(&s.token_ids).unwrap(), "{what}: {key:?}");
+    }
+    assert!(cap.is_empty(), "{what}: missing {:?}", cap.keys());
+}
+
+/// On the CPU the tokens do not depend on the batch size, padding or forks; on a GPU
+/// every sample comes back exactly once at each batch size.
 #[test]
-fn tokens_do_not_depend_on_batch_size_padding_or_forks() {
+fn batch_size_padding_and_forks_lose_no_sample_and_change_no_cpu_token() {
     for (arch, tag) in [
         (Arch::Qwen2, "qwen2"),
         (Arch::Llama, "llama"),
@@ -85,13 +130,15 @@ fn tokens_do_not_depend_on_batch_size_padding_or_forks() {
                 );
                 let out = e.generate(&reqs).unwrap();
                 assert_eq!(out.len(), 24);
+                let what = format!("{tag}: rows {rows}, prefill budget {prefill_tokens}");
+                assert_each_sample_once(&e, &reqs, &out, &what);
+                if crate::gpu_like() {
+                    continue;
+                }
                 let got = tokens(&out);
                 match &reference {
                     None => reference = Some(got),
-                    Some(r) => assert_eq!(
-                        &got, r,
-                        "{tag}: rows {rows}, prefill budget {prefill_tokens}"
-                    ),
+                    Some(r) => assert_eq!(&got, r, "{what}"),
                 }
             }
         }
@@ -99,15 +146,22 @@ fn tokens_do_not_depend_on_batch_size_padding_or_forks() {
     }
 }
 
+/// Seeds fork one prefill into distinct samples; on the CPU each equals the sample of
+/// a run with that seed alone, on a GPU both runs give every sample exactly once.
 #[test]
-fn seeds_fork_one_prefill_into_distinct_samples_that_match_single_seed_runs() {
+fn seeds_fork_one_prefill_into_distinct_samples_like_single_seed_runs() {
     let dir = fixture(Arch::Qwen2, "fork");
     let mut e = engine(&dir, BatchLimits::default());
-    let forked = e
-        .generate(&requests(Sampling::PROTOCOL, &[1, 2, 3]))
-        .unwrap();
+    let reqs = requests(Sampling::PROTOCOL, &[1, 2, 3]);
+    let forked = e.generate(&reqs).unwrap();
+    assert_each_sample_once(&e, &reqs, &forked, "forked");
     for seed in [1u64, 2, 3] {
-        let single = e.generate(&requests(Sampling::PROTOCOL, &[seed])).unwrap();
+        let reqs = requests(Sampling::PROTOCOL, &[seed]);
+        let single = e.generate(&reqs).unwrap();
+        assert_each_sample_once(&e, &reqs, &single, &format!("seed {seed} alone"));
+        if crate::gpu_like() {
+            continue;
+        }
         for s in &single {
             let f = forked
                 .iter()
@@ -134,8 +188,15 @@ fn seeds_fork_one_prefill_into_distinct_samples_that_match_single_seed_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Padded prefill logits match unpadded ones within 1e-4 on the CPU, within bf16's
+/// resolution on a GPU.
 #[test]
 fn padded_prefill_logits_match_unpadded_ones() {
+    let tolerance = if crate::gpu_like() {
+        crate::engine_parity::BF16_TOLERANCE
+    } else {
+        1e-4
+    };
     let dir = fixture(Arch::Qwen2, "logits");
     let e = engine(&dir, BatchLimits::default());
     let prompts: Vec<Vec<u32>> = QUESTIONS
@@ -146,12 +207,13 @@ fn padded_prefill_logits_match_unpadded_ones() {
     for (p, t) in prompts.iter().zip(&together) {
         let alone = &e.prompt_logits(std::slice::from_ref(p)).unwrap()[0];
         assert!(t.iter().all(|x| x.is_finite()));
+        assert!(alone.iter().all(|x| x.is_finite()));
         let diff = alone
             .iter()
             .zip(t)
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
-        assert!(diff < 1e-4, "max logit difference {diff}");
+        assert!(diff < tolerance, "max logit difference {diff}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -164,6 +226,9 @@ fn unlimited(rows: usize) -> BatchLimits {
     }
 }
 
+/// After an out-of-memory error the retry hands over every sample exactly once: the
+/// same samples as an unfailing run on the CPU, the same (request, seed) keys on a GPU,
+/// where the smaller batches may change a row's last bits.
 #[test]
 fn an_out_of_memory_shrinks_the_batch_and_retries_without_losing_or_repeating_a_sample() {
     let dir = fixture(Arch::Qwen2, "oom");
@@ -173,18 +238,27 @@ fn an_out_of_memory_shrinks_the_batch_and_retries_without_losing_or_repeating_a_
     for r in reqs.iter_mut().step_by(2) {
         r.max_new_tokens = 1;
     }
-    let reference = tokens(&engine(&dir, unlimited(24)).generate(&reqs).unwrap());
+    let reference = engine(&dir, unlimited(24)).generate(&reqs).unwrap();
     let mut failing = engine(&dir, unlimited(24)).simulate_out_of_memory_above(6);
     let mut seen = Vec::new();
     failing
         .generate_each(&reqs, &mut |s| seen.push(s))
         .expect("the out-of-memory error is absorbed by smaller batches");
     assert_eq!(seen.len(), 24, "every sample once");
-    let mut got = tokens(&seen);
-    got.sort();
-    let mut want = reference.clone();
-    want.sort();
-    assert_eq!(got, want, "identical samples after the retry");
+    assert_each_sample_once(&failing, &reqs, &seen, "after the retry");
+    if crate::gpu_like() {
+        assert_eq!(
+            keys(&seen),
+            keys(&reference),
+            "the same samples after the retry"
+        );
+    } else {
+        let mut got = tokens(&seen);
+        got.sort();
+        let mut want = tokens(&reference);
+        want.sort();
+        assert_eq!(got, want, "identical samples after the retry");
+    }
     assert!(failing.limits().max_rows <= 6, "the batch shrank");
 
     // One request alone that still does not fit is an error, not a loop.

@@ -1,14 +1,34 @@
 //! Parity with Hugging Face transformers (CPU, f32) on the fixture models of all four
-//! architectures: the reference files come from scripts/parity.py. Tokenization must
-//! agree, the last prompt token's logits must agree within 1e-4 (5e-2 in bf16 on CUDA,
-//! with CREG_TEST_DEVICE=cuda), and greedy decoding must produce the same tokens and stop
-//! at the same place.
+//! architectures: the reference files come from scripts/parity.py. Two tests each, on
+//! the test device (CREG_TEST_DEVICE):
+//!
+//! - in f32 (`--dtype f32`), the engine reproduces the reference: the same tokens for
+//!   the prompt, the last prompt token's logits within 1e-4 on the CPU (1e-3 on CUDA,
+//!   where cuBLAS sums in another order), and the same greedy tokens;
+//! - in bf16 (`--dtype bf16`: bf16 weights with f32 activations on the CPU, bf16
+//!   throughout on CUDA), the logits stay within bf16's resolution of the reference.
+//!   Greedy tokens cannot be asked to match: one bf16 step near 0.9 is 0.0039, and the
+//!   reference's top two logits can be closer than that (0.00035 on qwen2 case 2). So
+//!   the reference's continuation is fed back one prefix at a time, and the bf16
+//!   argmax must match it only where an f32 engine (the first test's, which stands in
+//!   for the reference where its file has no logits) puts the top two logits further
+//!   apart than twice the bf16 tolerance.
 
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
+use runner_engine::candle::weights::{DTypeChoice, LoadOptions, WeightFormat};
 use runner_engine::candle::Engine;
 use runner_engine::{Backend, Prompt, Request, RequestId, Sampling};
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// How far bf16 logits may be from f32 ones: bf16 keeps 8 bits of mantissa (a step of
+/// 0.0078 just below 1) and the rounding adds up over the layers. The CPU's bf16 path
+/// (bf16 weights, f32 activations) measures at most 0.0082 (qwen2), 0.0114 (llama),
+/// 0.0080 (gemma3) and 0.0088 (phi3) on the last prompt token, 0.0134 over every prefix
+/// fed back; the bound keeps a margin of about 4 for CUDA, which rounds the activations
+/// to bf16 as well. engine_batching shares it.
+pub const BF16_TOLERANCE: f32 = 5e-2;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -23,38 +43,71 @@ struct Case {
     greedy_ids: Vec<u32>,
 }
 
-fn check(arch: Arch, tag: &str) {
+/// The reference file and a fixture of `arch` written for this test (`test` keeps the
+/// folders of tests running at once apart).
+fn setup(arch: Arch, tag: &str, test: &str) -> (Reference, PathBuf) {
     let data = crate::common::crate_dir().join(format!("tests/data/parity/{tag}.json"));
     let reference: Reference =
         serde_json::from_str(&std::fs::read_to_string(&data).unwrap()).unwrap();
-    let dir = std::env::temp_dir().join(format!("engine-parity-{tag}-{}", std::process::id()));
-    write_fixture(arch, Size::Tiny, &dir).unwrap();
-    let mut e = Engine::load(
-        &ModelFiles::from_dir(&dir).unwrap(),
-        crate::test_device(),
-        tag,
-    )
-    .unwrap();
-    // f32 on the CPU; on CUDA the engine runs in bf16, whose 8-bit mantissa bounds how
-    // close it can come to the f32 reference.
-    let tolerance = match e.dtype() {
-        candle_core::DType::F32 => 1e-4,
-        _ => 5e-2,
-    };
     assert!(!reference.cases.is_empty());
+    let dir =
+        std::env::temp_dir().join(format!("engine-parity-{tag}-{test}-{}", std::process::id()));
+    write_fixture(arch, Size::Tiny, &dir).unwrap();
+    (reference, dir)
+}
+
+fn load(dir: &Path, device: &candle_core::Device, tag: &str, dtype: DTypeChoice) -> Engine {
+    let options = LoadOptions {
+        dtype,
+        quantization: None,
+    };
+    Engine::load_with(
+        &ModelFiles::from_dir(dir).unwrap(),
+        device.clone(),
+        tag,
+        options,
+    )
+    .unwrap()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max)
+}
+
+/// The argmax and how far the top logit is above the second.
+fn top_two(logits: &[f32]) -> (u32, f32) {
+    let (mut best, mut first, mut second) = (0, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for (i, &x) in logits.iter().enumerate() {
+        if x > first {
+            (best, first, second) = (i as u32, x, first);
+        } else if x > second {
+            second = x;
+        }
+    }
+    (best, first - second)
+}
+
+/// The last prompt token's logits on `e`, after checking its tokenization.
+fn last_logits(e: &Engine, tag: &str, i: usize, case: &Case) -> Vec<f32> {
+    let ids = e.encode(&Prompt::Raw(case.prompt.clone())).unwrap();
+    assert_eq!(ids, case.prompt_ids, "{tag} case {i}: tokenization");
+    let logits = e.prompt_logits(&[ids]).unwrap().remove(0);
+    assert!(logits.iter().all(|x| x.is_finite()), "{tag} case {i}");
+    logits
+}
+
+fn matches_in_f32(arch: Arch, tag: &str) {
+    let (reference, dir) = setup(arch, tag, "f32");
+    let device = crate::test_device();
+    let tolerance = if device.is_cuda() { 1e-3 } else { 1e-4 };
+    let mut e = load(&dir, &device, tag, DTypeChoice::F32);
+    assert_eq!(e.dtype(), candle_core::DType::F32);
     for (i, case) in reference.cases.iter().enumerate() {
-        let ids = e.encode(&Prompt::Raw(case.prompt.clone())).unwrap();
-        assert_eq!(ids, case.prompt_ids, "{tag} case {i}: tokenization");
-        let logits = e
-            .prompt_logits(std::slice::from_ref(&ids))
-            .unwrap()
-            .remove(0);
-        assert_eq!(logits.len(), case.last_logits.len());
-        let diff = logits
-            .iter()
-            .zip(&case.last_logits)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let diff = max_abs_diff(&last_logits(&e, tag, i, case), &case.last_logits);
         assert!(
             diff < tolerance,
             "{tag} case {i}: max abs logit difference {diff}"
@@ -77,22 +130,82 @@ fn check(arch: Arch, tag: &str) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn qwen2_matches_transformers() {
-    check(Arch::Qwen2, "qwen2");
+fn within_bf16_resolution(arch: Arch, tag: &str) {
+    let (reference, dir) = setup(arch, tag, "bf16");
+    let device = crate::test_device();
+    let bf16 = load(&dir, &device, tag, DTypeChoice::Bf16);
+    assert_eq!(bf16.weight_format(), WeightFormat::Bf16);
+    let f32 = load(&dir, &device, tag, DTypeChoice::F32);
+    let (mut worst, mut compared, mut positions) = (0.0f32, 0, 0);
+    for (i, case) in reference.cases.iter().enumerate() {
+        let diff = max_abs_diff(&last_logits(&bf16, tag, i, case), &case.last_logits);
+        assert!(
+            diff < BF16_TOLERANCE,
+            "{tag} case {i}: max abs logit difference {diff}"
+        );
+        worst = worst.max(diff);
+        // The reference's greedy continuation fed back: prefix k is the prompt and its
+        // first k tokens, whose next token the reference chose as greedy_ids[k].
+        let prefixes: Vec<Vec<u32>> = (0..case.greedy_ids.len())
+            .map(|k| [&case.prompt_ids[..], &case.greedy_ids[..k]].concat())
+            .collect();
+        let low = bf16.prompt_logits(&prefixes).unwrap();
+        let high = f32.prompt_logits(&prefixes).unwrap();
+        for (k, (l, h)) in low.iter().zip(&high).enumerate() {
+            positions += 1;
+            let (want, gap) = top_two(h);
+            if gap <= 2.0 * BF16_TOLERANCE {
+                continue;
+            }
+            assert_eq!(want, case.greedy_ids[k], "{tag} case {i} token {k}: f32");
+            assert_eq!(top_two(l).0, want, "{tag} case {i} token {k}: bf16");
+            compared += 1;
+        }
+    }
+    eprintln!("{tag} bf16: max logit difference {worst}, tokens compared {compared}/{positions}");
+    assert!(
+        compared > 0,
+        "{tag}: no token was far enough ahead to compare"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn llama_matches_transformers() {
-    check(Arch::Llama, "llama");
+fn qwen2_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Qwen2, "qwen2");
 }
 
 #[test]
-fn gemma3_matches_transformers() {
-    check(Arch::Gemma3, "gemma3");
+fn qwen2_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Qwen2, "qwen2");
 }
 
 #[test]
-fn phi3_matches_transformers() {
-    check(Arch::Phi3, "phi3");
+fn llama_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Llama, "llama");
+}
+
+#[test]
+fn llama_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Llama, "llama");
+}
+
+#[test]
+fn gemma3_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Gemma3, "gemma3");
+}
+
+#[test]
+fn gemma3_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Gemma3, "gemma3");
+}
+
+#[test]
+fn phi3_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Phi3, "phi3");
+}
+
+#[test]
+fn phi3_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Phi3, "phi3");
 }
