@@ -50,13 +50,24 @@ pub fn check_context(
     for p in by_size.into_iter().take(LONGEST_TRIED) {
         longest = longest.max(encoder.encode(p).map_err(RunError::from)?.len());
     }
+    if longest >= context {
+        // No number of new tokens helps: say what does.
+        return Err(RunError::Setup(format!(
+            "the longest prompt takes {longest} tokens, and the model has {context} positions \
+             (max_position_embeddings in {}): it does not fit the model's context whatever \
+             --max-new-tokens is. Run fewer prompts (--condition, --limit) or a model with a \
+             longer context; a fixture from `runner fixture` needs `--suite-vocab 4096` to \
+             tokenize the suite's prompts at a real model's lengths",
+            config.display()
+        )));
+    }
     if longest.saturating_add(max_new_tokens) > context {
         return Err(RunError::Setup(format!(
             "--max-new-tokens {max_new_tokens} does not fit the model's context: the longest \
              prompt takes {longest} tokens and the model has {context} positions \
              (max_position_embeddings in {}); give at most {}",
             config.display(),
-            context.saturating_sub(longest)
+            context - longest
         )));
     }
     Ok(())

@@ -292,6 +292,45 @@ pub fn resolve_pinned(name: &str, entry: &PanelEntry) -> Result<ModelFiles, Engi
     download(name, entry, &cache)
 }
 
+/// Why a file could not be fetched.
+#[derive(Debug, PartialEq, Eq)]
+enum Unfetched {
+    /// No answer from the hub: no network, no DNS, a refused connection, a timeout.
+    Unreachable,
+    /// The hub answered and refused: a gated model without an accepted licence or a token.
+    Gated,
+    Other,
+}
+
+/// Reads hf-hub's error text. A connection that never got an answer says nothing about
+/// a licence, whatever the model: blaming the licence sent users to the wrong fix.
+fn why_not(text: &str, gated: bool, has_token: bool) -> Unfetched {
+    let t = text.to_ascii_lowercase();
+    let unreachable = [
+        "transport",
+        "connection refused",
+        "connection reset",
+        "failed to lookup",
+        "dns",
+        "timed out",
+        "network is unreachable",
+        "no route to host",
+        "connect error",
+    ]
+    .iter()
+    .any(|k| t.contains(k));
+    if unreachable {
+        return Unfetched::Unreachable;
+    }
+    let denied = ["401", "403", "gated", "unauthorized", "forbidden"]
+        .iter()
+        .any(|k| t.contains(k));
+    if denied || (gated && !has_token) {
+        return Unfetched::Gated;
+    }
+    Unfetched::Other
+}
+
 fn download(name: &str, entry: &PanelEntry, cache: &Path) -> Result<ModelFiles, EngineError> {
     use hf_hub::api::sync::ApiBuilder;
     use hf_hub::{Repo, RepoType};
@@ -300,6 +339,10 @@ fn download(name: &str, entry: &PanelEntry, cache: &Path) -> Result<ModelFiles, 
         ApiBuilder::from_cache(hf_hub::Cache::new(cache.to_path_buf())).with_progress(false);
     if token.is_some() {
         builder = builder.with_token(token.clone());
+    }
+    // A mirror, as the Hugging Face tools take it.
+    if let Some(endpoint) = std::env::var("HF_ENDPOINT").ok().filter(|e| !e.is_empty()) {
+        builder = builder.with_endpoint(endpoint);
     }
     let api = builder
         .build()
@@ -312,20 +355,22 @@ fn download(name: &str, entry: &PanelEntry, cache: &Path) -> Result<ModelFiles, 
     let fetch = |file: &str| -> Result<PathBuf, EngineError> {
         repo.get(file).map_err(|e| {
             let text = e.to_string();
-            let denied = ["401", "403", "gated", "Unauthorized", "Forbidden"]
-                .iter()
-                .any(|k| text.contains(k));
-            if denied || (entry.gated && token.is_none()) {
-                EngineError::NotAvailable(format!(
+            match why_not(&text, entry.gated, token.is_some()) {
+                Unfetched::Unreachable => EngineError::NotAvailable(format!(
+                    "{name} ({}): the Hugging Face hub cannot be reached ({text}); check the \
+                     network (or HF_ENDPOINT), or download the model on a connected machine \
+                     and copy its cache here (HF_HUB_OFFLINE=1 then reads the cache only)",
+                    entry.repo
+                )),
+                Unfetched::Gated => EngineError::NotAvailable(format!(
                     "{name} ({}) is gated: accept its licence on the model's Hugging Face page \
                      with your account, then set HF_TOKEN to a read token of that account ({text})",
                     entry.repo
-                ))
-            } else {
-                EngineError::NotAvailable(format!(
+                )),
+                Unfetched::Other => EngineError::NotAvailable(format!(
                     "downloading {file} of {} failed: {text}",
                     entry.repo
-                ))
+                )),
             }
         })
     };

@@ -132,7 +132,9 @@ fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
 #[cfg(not(feature = "cuda"))]
 fn cuda_device(_n: usize) -> Result<Device, EngineError> {
     Err(EngineError::Device(
-        "this binary was built without the `cuda` feature".into(),
+        "this binary was built without CUDA: rebuild it with `cargo build --release \
+         --features runner/cuda` (needs nvcc), or carry one built elsewhere (scripts/gpu-bundle)"
+            .into(),
     ))
 }
 
