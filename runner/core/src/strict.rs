@@ -1,12 +1,32 @@
 //! Strict reading of user files: a field the record type does not know is an error
 //! that names it and the nearest known name, instead of being dropped in silence (a
-//! misspelled optional field would otherwise read as absent).
+//! misspelled optional field would otherwise read as absent), and a leading UTF-8
+//! byte-order mark is read past rather than taken for bad JSON.
 //!
 //! The check compares the JSON as written with the record serialized back: every key
 //! that did not survive the round trip is unknown. It needs no list of names per type,
-//! and the names it suggests are the ones the type actually serializes.
+//! and the names it suggests are the ones the type actually serializes. A key written
+//! as `null` may also be a known optional field the type leaves out when it writes, so
+//! such a key is tried once more with a value in place of the null: a known field then
+//! refuses the value or keeps it; an unknown one is still dropped, whatever its value.
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
+
+/// The UTF-8 byte-order mark some editors put at the start of a text file.
+pub const BOM: &str = "\u{feff}";
+
+/// `bytes` without a leading UTF-8 byte-order mark: every user file is read through this
+/// (or [`text_without_bom`]) before it is parsed.
+pub fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(BOM.as_bytes()).unwrap_or(bytes)
+}
+
+/// `text` without a leading UTF-8 byte-order mark.
+pub fn text_without_bom(text: &str) -> &str {
+    text.strip_prefix(BOM).unwrap_or(text)
+}
 
 /// An unknown field: its path (as `a.b[2].c`) and the nearest known name, if any is close.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,44 +45,128 @@ impl Unknown {
     }
 }
 
-/// The first key of `written` that `read_back` (the parsed record, serialized) lacks.
-pub fn first_unknown(written: &Value, read_back: &Value) -> Option<Unknown> {
-    walk("", written, read_back)
+/// One step of a path into a JSON value.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
 }
 
-fn walk(path: &str, written: &Value, read_back: &Value) -> Option<Unknown> {
-    match (written, read_back) {
-        (Value::Object(w), Value::Object(r)) => {
-            for (k, v) in w {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match r.get(k) {
-                    Some(rv) => {
-                        if let Some(u) = walk(&p, v, rv) {
-                            return Some(u);
-                        }
-                    }
-                    // A null the type leaves out when it writes (an absent optional).
-                    None if v.is_null() => {}
-                    None => {
-                        return Some(Unknown {
-                            path: p,
+/// `a.b[2].c`.
+fn render(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) if out.is_empty() => out.push_str(k),
+            Step::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+fn at<'a>(mut v: &'a Value, path: &[Step]) -> Option<&'a Value> {
+    for step in path {
+        v = match step {
+            Step::Key(k) => v.get(k.as_str())?,
+            Step::Index(i) => v.get(*i)?,
+        };
+    }
+    Some(v)
+}
+
+fn at_mut<'a>(mut v: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
+    for step in path {
+        v = match step {
+            Step::Key(k) => v.get_mut(k.as_str())?,
+            Step::Index(i) => v.get_mut(*i)?,
+        };
+    }
+    Some(v)
+}
+
+/// What a `null` is replaced with to learn whether its key is a field of the type: not
+/// empty, so that no `skip_serializing_if` for an empty or default value drops it.
+const PROBE: &str = "\u{1}strict-probe";
+
+/// The first key of `written` that the record type `T` does not know, whatever its value
+/// (`null` included). `read_back` is the record `written` parsed into, serialized.
+pub fn first_unknown<T: DeserializeOwned + Serialize>(
+    written: &Value,
+    read_back: &Value,
+) -> Option<Unknown> {
+    let reread = |changed: &Value| {
+        serde_json::from_value::<T>(changed.clone())
+            .ok()
+            .and_then(|t| serde_json::to_value(t).ok())
+    };
+    Walk {
+        root: written,
+        reread: &reread,
+    }
+    .walk(&mut Vec::new(), written, read_back)
+}
+
+/// The round-trip comparison, with the written record and a way to read a changed copy
+/// of it (the copy serialized back, or `None` if the type refuses it).
+struct Walk<'a> {
+    root: &'a Value,
+    reread: &'a dyn Fn(&Value) -> Option<Value>,
+}
+
+impl Walk<'_> {
+    fn walk(&self, path: &mut Vec<Step>, written: &Value, read_back: &Value) -> Option<Unknown> {
+        match (written, read_back) {
+            (Value::Object(w), Value::Object(r)) => {
+                for (k, v) in w {
+                    path.push(Step::Key(k.clone()));
+                    let found = match r.get(k) {
+                        Some(rv) => self.walk(path, v, rv),
+                        // A null the type leaves out when it writes (an absent optional).
+                        None if v.is_null() && self.is_field(path) => None,
+                        None => Some(Unknown {
+                            path: render(path),
                             suggestion: nearest(k, r.keys().filter(|n| !w.contains_key(*n))),
-                        })
+                        }),
+                    };
+                    path.pop();
+                    if found.is_some() {
+                        return found;
                     }
                 }
+                None
             }
-            None
+            (Value::Array(w), Value::Array(r)) => {
+                for (i, (a, b)) in w.iter().zip(r).enumerate() {
+                    path.push(Step::Index(i));
+                    let found = self.walk(path, a, b);
+                    path.pop();
+                    if found.is_some() {
+                        return found;
+                    }
+                }
+                None
+            }
+            _ => None,
         }
-        (Value::Array(w), Value::Array(r)) => w
-            .iter()
-            .zip(r)
-            .enumerate()
-            .find_map(|(i, (a, b))| walk(&format!("{path}[{i}]"), a, b)),
-        _ => None,
+    }
+
+    /// Whether the key at `path` (written as `null`, absent once read back) is a field
+    /// of the type: with a value in place of the null, the type refuses the record or
+    /// keeps the key. An unknown key is ignored whatever it holds.
+    fn is_field(&self, path: &[Step]) -> bool {
+        let mut changed = self.root.clone();
+        match at_mut(&mut changed, path) {
+            Some(slot) => *slot = Value::String(PROBE.to_string()),
+            None => return false,
+        }
+        match (self.reread)(&changed) {
+            None => true,
+            Some(back) => at(&back, path).is_some(),
+        }
     }
 }
 
@@ -148,21 +252,68 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[derive(Serialize, serde::Deserialize)]
+    struct Step {
+        x: u32,
+        #[serde(default)]
+        stale_evidence_ids: Vec<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    }
+
+    #[derive(Serialize, serde::Deserialize)]
+    struct Record {
+        a: u32,
+        steps: Vec<Step>,
+    }
+
+    fn unknown(written: Value) -> Option<Unknown> {
+        let record: Record = serde_json::from_value(written.clone()).unwrap();
+        first_unknown::<Record>(&written, &serde_json::to_value(record).unwrap())
+    }
+
     #[test]
     fn a_misspelled_nested_field_is_found_with_its_nearest_name() {
         let written = json!({"a": 1, "steps": [{"x": 1}, {"x": 2, "stale_evidence_idz": []}]});
-        let back = json!({"a": 1, "steps": [{"x": 1, "stale_evidence_ids": []}, {"x": 2, "stale_evidence_ids": []}]});
         assert_eq!(
-            first_unknown(&written, &back),
+            unknown(written),
             Some(Unknown {
                 path: "steps[1].stale_evidence_idz".into(),
                 suggestion: Some("stale_evidence_ids".into())
             })
         );
-        assert_eq!(first_unknown(&back, &back), None);
-        let far = first_unknown(&json!({"zzz": 1}), &json!({"target": 1})).unwrap();
+        let back = json!({"a": 1, "steps": [{"x": 1, "stale_evidence_ids": []}]});
+        assert_eq!(unknown(back), None);
+        let far = unknown(json!({"a": 1, "steps": [], "zzz": 1})).unwrap();
         assert_eq!(far.suggestion, None);
         assert_eq!(far.message(), "unknown field");
+    }
+
+    #[test]
+    fn a_misspelled_field_is_found_even_when_its_value_is_null() {
+        let written = json!({"a": 1, "steps": [{"x": 1, "stale_evidence_idz": null}]});
+        assert_eq!(
+            unknown(written).map(|u| u.path),
+            Some("steps[0].stale_evidence_idz".into())
+        );
+        let top = json!({"a": 1, "steps": [], "b": null});
+        assert_eq!(unknown(top).map(|u| u.path), Some("b".into()));
+        // A known optional field written as null reads back absent, and is no error.
+        let known = json!({"a": 1, "steps": [{"x": 1, "note": null}]});
+        assert_eq!(unknown(known), None);
+        let misspelled = json!({"a": 1, "steps": [{"x": 1, "nota": null}]});
+        assert_eq!(
+            unknown(misspelled).map(|u| u.path),
+            Some("steps[0].nota".into())
+        );
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_read_past() {
+        assert_eq!(without_bom("\u{feff}[1]".as_bytes()), b"[1]");
+        assert_eq!(without_bom(b"[1]"), b"[1]");
+        assert_eq!(text_without_bom("\u{feff}{}"), "{}");
+        assert_eq!(text_without_bom("{}\u{feff}"), "{}\u{feff}");
     }
 
     #[test]

@@ -62,10 +62,12 @@ pub fn load_file_hashed(path: &Path) -> Result<(Vec<Scenario>, String), LoadErro
     ))
 }
 
-/// Parses JSONL text; `file` is only used in messages. Blank lines are skipped.
-/// Fields the record does not define are errors (a misspelled optional field would
-/// otherwise read as absent), and so is a scenario id given twice.
+/// Parses JSONL text; `file` is only used in messages. Blank lines are skipped, and so
+/// is a leading byte-order mark. Fields the record does not define are errors whatever
+/// their value (a misspelled optional field would otherwise read as absent), and so is a
+/// scenario id given twice.
 pub fn parse_jsonl(file: &Path, text: &str) -> Result<Vec<Scenario>, LoadError> {
+    let text = runner_core::strict::text_without_bom(text);
     let mut scenarios = Vec::new();
     let mut lines_of: std::collections::HashMap<ScenarioId, usize> =
         std::collections::HashMap::new();
@@ -94,7 +96,8 @@ pub fn parse_jsonl(file: &Path, text: &str) -> Result<Vec<Scenario>, LoadError> 
             serde_json::from_str(raw).map_err(|e| err("(record)".into(), e.to_string()))?;
         let read_back =
             serde_json::to_value(&scenario).map_err(|e| err("(record)".into(), e.to_string()))?;
-        if let Some(unknown) = runner_core::strict::first_unknown(&written, &read_back) {
+        if let Some(unknown) = runner_core::strict::first_unknown::<Scenario>(&written, &read_back)
+        {
             return Err(err(unknown.path.clone(), unknown.message()));
         }
         validate(&scenario).map_err(|(field, message)| err(field, message))?;
@@ -274,6 +277,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("s.jsonl:2: field `evaluation.belief_trajectory[0].stale_evidence_idz`: unknown field, did you mean `stale_evidence_ids`?"), "{err}");
+    }
+
+    #[test]
+    fn a_misspelled_field_holding_null_is_an_error_and_a_known_null_is_not() {
+        let mut lines = first_lines(2);
+        assert!(lines[1].contains("\"counterfactual_pair_id\":null"));
+        let known = lines.join("\n");
+        assert_eq!(parse_jsonl(Path::new("s.jsonl"), &known).unwrap().len(), 2);
+        lines[1] = lines[1].replacen(
+            "\"counterfactual_pair_id\":null",
+            "\"counterfactual_pair_idz\":null",
+            1,
+        );
+        let err = parse_jsonl(Path::new("s.jsonl"), &lines.join("\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.jsonl:2: field `metadata.counterfactual_pair_idz`: unknown field, did you mean `counterfactual_pair_id`?"), "{err}");
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_read_past() {
+        let text = format!("\u{feff}{}", first_lines(2).join("\n"));
+        assert_eq!(parse_jsonl(Path::new("s.jsonl"), &text).unwrap().len(), 2);
     }
 
     #[test]

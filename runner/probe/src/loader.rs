@@ -86,6 +86,7 @@ pub fn load_any(path: &Path) -> Result<ProbeFile, LoadError> {
 }
 
 pub fn parse_any(bytes: &[u8], file: &str) -> Result<ProbeFile, LoadError> {
+    let bytes = strict::without_bom(bytes);
     let values = parse_array(bytes, file)?;
     let is_pit = values
         .first()
@@ -118,6 +119,7 @@ fn parse_items<T: DeserializeOwned + Serialize>(
     file: &str,
     id_field: &str,
 ) -> Result<Vec<T>, LoadError> {
+    let bytes = strict::without_bom(bytes);
     typed(parse_array(bytes, file)?, bytes, file, id_field)
 }
 
@@ -173,7 +175,7 @@ fn typed<T: DeserializeOwned + Serialize>(
         .map(|(index, value)| {
             let record: T = typed_one(&value, file, id_field, index)?;
             let read_back = serde_json::to_value(&record).unwrap_or(serde_json::Value::Null);
-            if let Some(unknown) = strict::first_unknown(&value, &read_back) {
+            if let Some(unknown) = strict::first_unknown::<T>(&value, &read_back) {
                 let key = unknown.path.rsplit(['.', ']']).next().unwrap_or_default();
                 let from = starts.get(index).copied().unwrap_or(0);
                 return Err(LoadError::Unknown {

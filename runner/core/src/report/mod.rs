@@ -34,3 +34,44 @@ pub fn escape(s: &str) -> String {
     }
     out
 }
+
+/// Text for Markdown (GitHub's included) from a user-supplied name: every character that
+/// could open markup, a link, code, an HTML tag or entity, or a table cell is
+/// backslash-escaped (an underscore inside a word, which opens nothing, is kept), and a
+/// line break becomes a space, so the name shows as written and stays in its cell.
+pub fn markdown_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let chars: Vec<char> = s.chars().collect();
+    for (i, &ch) in chars.iter().enumerate() {
+        let inside_word = |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric());
+        match ch {
+            '_' if i > 0 && inside_word(chars.get(i - 1)) && inside_word(chars.get(i + 1)) => {
+                out.push(ch)
+            }
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&' | '~' | '#' | '$' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::markdown_text;
+
+    #[test]
+    fn markdown_text_escapes_markup_and_keeps_plain_names() {
+        assert_eq!(
+            markdown_text("Qwen2.5-7B / full_graph †"),
+            "Qwen2.5-7B / full_graph †"
+        );
+        assert_eq!(
+            markdown_text("<b>x</b>|**y** [l](u) `c`\n# h _i_ &amp;"),
+            "\\<b\\>x\\</b\\>\\|\\*\\*y\\*\\* \\[l\\](u) \\`c\\` \\# h \\_i\\_ \\&amp;"
+        );
+    }
+}

@@ -64,21 +64,58 @@ fn label_of(m: &Manifest, dir: &Path) -> String {
         .unwrap_or_else(|| dir.display().to_string())
 }
 
+/// A run read for rescoring, before anything is written; its folder stays locked
+/// (shared) until the value is dropped, after its reports are rewritten.
+struct Loaded {
+    dir: PathBuf,
+    workload: Box<dyn Workload>,
+    label: String,
+    reading: journal::RunReading,
+}
+
 /// Rescores every run, then pools them when there are several. Runs of different
-/// suites, or runs that would count a sample twice (unless `keep_first`), are refused.
+/// suites, or runs that would count a sample twice (unless `keep_first`), are refused,
+/// and before any report is written: a refused command changes nothing.
 pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), RunError> {
     if job.dirs.is_empty() {
         return Err(RunError::Setup(
             "give one or more run folders (outputs/<model>/<run>), or --bench".into(),
         ));
     }
+    let runs = load_all(job)?;
+    if !job.keep_first {
+        refuse_overlap(job, &runs)?;
+    }
     let mut pool = Pool::default();
     let mut workload = None;
+    for (k, run) in runs.into_iter().enumerate() {
+        let Loaded {
+            dir,
+            workload: w,
+            label,
+            mut reading,
+        } = run;
+        let records = std::mem::take(&mut reading.records);
+        let records = rescore_alone(job, &dir, w.as_ref(), &label, records, on_event)?;
+        pool.manifests
+            .push(source_of(&label, &dir, &reading.manifest));
+        pool.add(job, k, label, records, on_event)?;
+        workload = Some(w);
+    }
+    let Some(w) = workload.filter(|_| pool.runs.len() > 1) else {
+        return Ok(());
+    };
+    write_combined(job, &pool, w.as_ref(), on_event)
+}
+
+/// Reads every run and its workload, refusing runs of different suites.
+fn load_all(job: &Rescore) -> Result<Vec<Loaded>, RunError> {
     let mut family = None;
-    for (k, dir) in job.dirs.iter().enumerate() {
+    let mut runs = Vec::with_capacity(job.dirs.len());
+    for dir in job.dirs {
         let reading = journal::read_run(dir)?;
-        let m = reading.manifest.clone();
-        let w = workload_of(job.suites, dir, &m, job.suite_file)?;
+        let m = &reading.manifest;
+        let w = workload_of(job.suites, dir, m, job.suite_file)?;
         // CREG and Probe runs do not mix (each run's suite is checked against the same file).
         let this = m.identity.pointer("/suite/family").cloned();
         if family.get_or_insert_with(|| this.clone()) != &this {
@@ -88,16 +125,66 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
                 w.name()
             )));
         }
-        let label = label_of(&m, dir);
-        let records = rescore_alone(job, dir, w.as_ref(), &label, reading.records, on_event)?;
-        pool.manifests.push(source_of(&label, dir, &m));
-        pool.add(job, k, label, records, on_event)?;
-        workload = Some(w);
+        runs.push(Loaded {
+            dir: dir.clone(),
+            label: label_of(m, dir),
+            workload: w,
+            reading,
+        });
     }
-    let Some(w) = workload.filter(|_| pool.runs.len() > 1) else {
-        return Ok(());
-    };
-    write_combined(job, &pool, w.as_ref(), on_event)
+    Ok(runs)
+}
+
+/// Refuses runs that hold the same (model, request, seed): pooled, they would count it
+/// twice.
+fn refuse_overlap(job: &Rescore, runs: &[Loaded]) -> Result<(), RunError> {
+    let mut holder = HashMap::new();
+    for (k, run) in runs.iter().enumerate() {
+        let mut overlap = run
+            .reading
+            .records
+            .iter()
+            .filter_map(|rec| claim(&mut holder, k, &run.label, rec).map(|first| (first, rec)));
+        if let Some((first, rec)) = overlap.next() {
+            let n = 1 + overlap.count();
+            let sample = (rec.request_id.as_str(), rec.seed);
+            return Err(overlap_error(job, (first, k), &run.label, sample, n));
+        }
+    }
+    Ok(())
+}
+
+/// Claims `rec`'s (model, request, seed) for run `k`; the earlier run that holds it
+/// already, if another does.
+fn claim(holder: &mut Holder, k: usize, label: &str, rec: &SampleRecord) -> Option<usize> {
+    let key = (label.to_string(), rec.request_id.clone(), rec.seed);
+    match holder.get(&key) {
+        Some(&first) if first != k => Some(first),
+        _ => {
+            holder.insert(key, k);
+            None
+        }
+    }
+}
+
+/// The refusal of run `k`, whose `n` samples, `(request, seed)` the first of them, run
+/// `first` holds already.
+fn overlap_error(
+    job: &Rescore,
+    (first, k): (usize, usize),
+    label: &str,
+    (request, seed): (&str, u64),
+    n: usize,
+) -> RunError {
+    RunError::Setup(format!(
+        "{} and {} both hold {n} samples of model {label} (e.g. request {} seed {}): pooled, \
+         they would count twice. Score them apart, merge shards with `runner merge`, or pass \
+         --keep-first to keep the first run's samples",
+        job.dirs[first].display(),
+        job.dirs[k].display(),
+        request,
+        seed,
+    ))
 }
 
 /// Rewrites one run's reports from its records alone, and hands the records back.
@@ -134,19 +221,22 @@ fn source_of(label: &str, dir: &Path, m: &Manifest) -> Value {
     source
 }
 
+/// Which run first holds each (model, request, seed): pooled runs must not count a
+/// sample twice.
+type Holder = HashMap<(String, String, u64), usize>;
+
 /// The runs pooled so far, with what the combined report needs of each.
 #[derive(Default)]
 struct Pool {
     runs: Vec<(String, Vec<SampleRecord>)>,
     manifests: Vec<Value>,
-    /// Which run first holds each (model, request, seed): pooled runs must not count a
-    /// sample twice.
-    holder: HashMap<(String, String, u64), usize>,
+    holder: Holder,
 }
 
 impl Pool {
     /// Pools run `k`'s records under `label`, less the samples an earlier run holds;
-    /// those are refused unless `keep_first`.
+    /// those are refused unless `keep_first` (and were refused before anything was
+    /// written, see [`refuse_overlap`]).
     fn add(
         &mut self,
         job: &Rescore,
@@ -155,37 +245,25 @@ impl Pool {
         mut records: Vec<SampleRecord>,
         on_event: &mut dyn FnMut(Event),
     ) -> Result<(), RunError> {
-        let dir = &job.dirs[k];
-        let mut overlap = Vec::new();
-        records.retain(|rec| {
-            let key = (label.clone(), rec.request_id.clone(), rec.seed);
-            match self.holder.get(&key) {
-                Some(&first) if first != k => {
-                    overlap.push((first, rec.request_id.clone(), rec.seed));
-                    false
-                }
-                _ => {
-                    self.holder.insert(key, k);
-                    true
-                }
+        let mut overlap: Option<(usize, String, u64)> = None;
+        let mut left_out = 0;
+        records.retain(|rec| match claim(&mut self.holder, k, &label, rec) {
+            Some(first) => {
+                overlap.get_or_insert_with(|| (first, rec.request_id.clone(), rec.seed));
+                left_out += 1;
+                false
             }
+            None => true,
         });
-        if let Some((first, request, seed)) = overlap.first() {
+        if let Some((first, request, seed)) = overlap {
             if !job.keep_first {
-                return Err(RunError::Setup(format!(
-                    "{} and {} both hold {} samples of model {label} (e.g. request {request} \
-                     seed {seed}): pooled, they would count twice. Score them apart, merge \
-                     shards with `runner merge`, or pass --keep-first to keep the first run's \
-                     samples",
-                    job.dirs[*first].display(),
-                    dir.display(),
-                    overlap.len()
-                )));
+                let sample = (request.as_str(), seed);
+                return Err(overlap_error(job, (first, k), &label, sample, left_out));
             }
             on_event(Event::LeftOut {
-                dir: dir.clone(),
-                samples: overlap.len(),
-                holder: job.dirs[*first].clone(),
+                dir: job.dirs[k].clone(),
+                samples: left_out,
+                holder: job.dirs[first].clone(),
             });
         }
         self.runs.push((label, records));

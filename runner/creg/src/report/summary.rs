@@ -6,6 +6,7 @@ use crate::report::{
     EXPLORATORY_NOTE, HEADLINE, REVISION,
 };
 use crate::score::aggregate::{Aggregate, RESAMPLES};
+use runner_core::report::markdown_text as md;
 use std::fmt::Write as _;
 
 /// Metrics whose contrasts the summary lists (all are in `scores.json`).
@@ -15,7 +16,8 @@ pub const CONTRAST_METRICS: [(&str, &str); 3] = [
     ("brier", "Brier"),
 ];
 
-/// The markdown summary.
+/// The markdown summary. Every name a user chose (model, title, provenance) is written
+/// as text: no markup of it reaches the page.
 pub fn summary(a: &Aggregate, title: &str, provenance: &Provenance) -> String {
     let mut out = String::new();
     let rows = models_conditions(a);
@@ -34,9 +36,9 @@ type Rows = [(String, String)];
 
 /// The title, the provenance, how the intervals are computed and the exploratory note.
 fn header(out: &mut String, a: &Aggregate, title: &str, provenance: &Provenance, rows: &Rows) {
-    let _ = writeln!(out, "# {title}\n");
+    let _ = writeln!(out, "# {}\n", md(title));
     for (field, value) in provenance.lines() {
-        let _ = writeln!(out, "- {field}: {value}");
+        let _ = writeln!(out, "- {}: {}", md(&field), md(&value));
     }
     let _ = writeln!(
         out,
@@ -57,7 +59,7 @@ fn headline(out: &mut String, a: &Aggregate, rows: &Rows) {
     }
     let _ = writeln!(out, "{header}\n|---|{}", "---|".repeat(HEADLINE.len()));
     for (m, c) in rows {
-        let _ = write!(out, "| {} |", series_label(m, c));
+        let _ = write!(out, "| {} |", md(&series_label(m, c)));
         for (task, metric, _) in HEADLINE {
             let _ = write!(out, " {} |", cell(a.pooled(m, c, task, metric)));
         }
@@ -74,7 +76,7 @@ fn revision(out: &mut String, a: &Aggregate, rows: &Rows) {
     }
     let _ = writeln!(out, "\n|---|{}", "---|".repeat(REVISION.len()));
     for (m, c) in rows {
-        let _ = write!(out, "| {} |", series_label(m, c));
+        let _ = write!(out, "| {} |", md(&series_label(m, c)));
         for (metric, _) in REVISION {
             let _ = write!(out, " {} |", cell(a.pooled(m, c, "belief", metric)));
         }
@@ -97,7 +99,7 @@ fn by_regime(out: &mut String, a: &Aggregate, rows: &Rows) {
         let _ = writeln!(out, "### {label} ({task} `{metric}`)\n");
         let _ = write!(out, "| regime |");
         for (m, c) in rows {
-            let _ = write!(out, " {} |", series_label(m, c));
+            let _ = write!(out, " {} |", md(&series_label(m, c)));
         }
         let _ = writeln!(out, "\n|---|{}", "---|".repeat(rows.len()));
         for regime in Regime::ALL {
@@ -140,9 +142,9 @@ fn contrasts(out: &mut String, a: &Aggregate) {
         let _ = writeln!(
             out,
             "| {} | {} − {}{mark} | {} | {} |",
-            k.model,
-            k.condition,
-            k.baseline_condition,
+            md(&k.model),
+            md(&k.condition),
+            md(&k.baseline_condition),
             k.metric,
             cell(Some(&k.difference))
         );
@@ -166,7 +168,7 @@ fn twins(out: &mut String, a: &Aggregate) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {:.3} |",
-            series_label(&t.model, &t.condition),
+            md(&series_label(&t.model, &t.condition)),
             t.both_correct.clusters,
             cell(Some(&t.both_correct)),
             cell(Some(&t.stated_gap)),
@@ -192,7 +194,7 @@ fn reliability(out: &mut String, a: &Aggregate) {
         let _ = writeln!(
             out,
             "| {} | [{:.1}, {:.1}) | {} | {:.3} | {:.3} |",
-            series_label(&b.model, &b.condition),
+            md(&series_label(&b.model, &b.condition)),
             b.lo,
             b.hi,
             b.count,
@@ -210,7 +212,8 @@ fn contract_categories(out: &mut String, a: &Aggregate) {
         let n = |k: &str| counts.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             out,
-            "| {key} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
+            md(key),
             n("valid"),
             n("repaired"),
             n("invalid"),

@@ -212,7 +212,9 @@ impl Comparison {
         let _ = writeln!(
             s,
             "## Probe: {} vs {} ({} paired items)\n",
-            self.a, self.b, self.items
+            runner_core::report::markdown_text(&self.a),
+            runner_core::report::markdown_text(&self.b),
+            self.items
         );
         if let Some(d) = &self.post_acc_difference {
             let _ = writeln!(

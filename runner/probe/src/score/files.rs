@@ -8,6 +8,7 @@ use crate::score::compare::Comparison;
 use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use crate::score::pit_report::PitReport;
 use crate::score::report::ProbeReport;
+use runner_core::report::markdown_text as md;
 use runner_core::stats::bootstrap::Estimate;
 use runner_engine::batch::UTILIZATION_MEANING;
 use serde::Serialize;
@@ -67,12 +68,13 @@ impl RunReport {
         self
     }
 
-    /// `summary.md`: per system the core and PIT tables, then the comparisons.
+    /// `summary.md`: per system the core and PIT tables, then the comparisons. Names a
+    /// user chose (title, set, systems) are written as text, never as markup.
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "# {}\n", self.title);
+        let _ = writeln!(s, "# {}\n", md(&self.title));
         if let Some(set) = &self.set {
-            let _ = writeln!(s, "Set: {}.\n", set.description);
+            let _ = writeln!(s, "Set: {}.\n", md(&set.description));
         }
         if let Some(u) = &self.batch_utilization {
             let _ = writeln!(s, "Batch utilization ({UTILIZATION_MEANING}): {u}.\n");
@@ -82,7 +84,8 @@ impl RunReport {
                 let _ = writeln!(
                     s,
                     "Note: {}: {} questions of started items have no journaled answer and are scored as empty answers.\n",
-                    sys.system, sys.unanswered
+                    md(&sys.system),
+                    sys.unanswered
                 );
             }
             if let Some(p) = &sys.probe {

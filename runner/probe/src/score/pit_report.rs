@@ -102,7 +102,9 @@ impl PitReport {
         let _ = writeln!(
             s,
             "## Probe PIT (exploratory, not human-validated): {} ({} items, {} queries)\n",
-            self.system, self.items, self.n_queries
+            runner_core::report::markdown_text(&self.system),
+            self.items,
+            self.n_queries
         );
         let _ = writeln!(
             s,

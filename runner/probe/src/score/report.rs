@@ -383,7 +383,9 @@ impl ProbeReport {
         let _ = writeln!(
             s,
             "## Probe: {} ({} items, {} samples)\n",
-            self.system, self.items, self.samples
+            runner_core::report::markdown_text(&self.system),
+            self.items,
+            self.samples
         );
         let _ = writeln!(s, "| metric | value [95% CI] |\n| --- | --- |");
         for (k, v) in self.headline_rows() {

@@ -49,8 +49,10 @@ struct PitLine {
     answers: Vec<Answer>,
 }
 
+/// The non-blank lines of `text`, numbered from 1; a leading byte-order mark is read past.
 fn lines<'a>(text: &'a str) -> impl Iterator<Item = (usize, &'a str)> + 'a {
-    text.lines()
+    runner_core::strict::text_without_bom(text)
+        .lines()
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty())
