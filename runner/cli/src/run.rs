@@ -12,7 +12,7 @@ use probe::set::ProbeSet;
 use runner_core::journal;
 use runner_core::run::model::{self, ModelOptions};
 use runner_core::run::rescore::{self, Event, Rescore};
-use runner_core::run::{execute, folder, manifest, Outcome, Workload};
+use runner_core::run::{execute_with, folder, manifest, Outcome, RunOptions, Workload};
 use runner_engine::batch::UTILIZATION_MEANING;
 use runner_engine::candle::DeviceChoice;
 use runner_engine::Sampling;
@@ -207,7 +207,8 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         workload.as_ref(),
         &loaded.identity,
         &loaded.context,
-        &std::env::args().collect::<Vec<_>>().join(" "),
+        // Credentials in an endpoint URL are not recorded.
+        &runner_engine::served::wire::redact(&std::env::args().collect::<Vec<_>>().join(" ")),
     );
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
@@ -215,13 +216,17 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     if !args.quiet {
         print_start(&dir, workload.as_ref(), Some(&backend.describe()));
     }
-    let outcome = execute(
+    let options = RunOptions {
+        retry_failed: args.served.retry_failed,
+    };
+    let outcome = execute_with(
         backend.as_mut(),
         workload.as_ref(),
         &manifest,
         &dir,
         &loaded.label,
         &mut bar,
+        &options,
     );
     bar.bar.finish_and_clear();
     if let Some(t) = &traffic {

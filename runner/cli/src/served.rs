@@ -8,6 +8,7 @@ use runner_core::run::Workload;
 use runner_engine::candle::load::hub::Panel;
 use runner_engine::served::client::{RetryPolicy, Traffic};
 use runner_engine::served::prompt::LocalPrompts;
+use runner_engine::served::wire::redact;
 use runner_engine::served::{ServedBackend, ServedOptions, DEFAULT_CONCURRENCY};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -34,13 +35,21 @@ pub struct ServedArgs {
     /// VLLM_BATCH_INVARIANT=1); recorded in the manifest and the report.
     #[arg(long)]
     pub server_deterministic: bool,
-    /// Seconds one request may take.
+    /// Seconds one request may take (1 to 86400).
     #[arg(long, default_value_t = 600)]
     pub request_timeout: u64,
     /// Seconds to keep retrying an unreachable or failing server before the run stops.
     #[arg(long, default_value_t = 300)]
     pub retry_for: u64,
+    /// Ask again for the samples an earlier invocation kept as failed (answers the
+    /// server refused or that could not be read, listed in failed.jsonl); without it a
+    /// resume skips them.
+    #[arg(long)]
+    pub retry_failed: bool,
 }
+
+/// The longest `--request-timeout`: a day.
+const MAX_REQUEST_TIMEOUT: u64 = 86_400;
 
 /// The served model of a run, when `--endpoint` or the panel entry names a server.
 pub fn load(
@@ -49,6 +58,13 @@ pub fn load(
     workload: &dyn Workload,
     panel: &Panel,
 ) -> Result<Option<(Loaded, Arc<Traffic>)>> {
+    if args.request_timeout == 0 || args.request_timeout > MAX_REQUEST_TIMEOUT {
+        bail!(
+            "--request-timeout {}: give the seconds one request may take, from 1 to \
+             {MAX_REQUEST_TIMEOUT} (default 600)",
+            args.request_timeout
+        );
+    }
     let entry = panel.models.get(model);
     let (endpoint, served_name, tokenizer) = match (&args.endpoint, entry) {
         (Some(e), _) => (e.clone(), model.to_string(), args.tokenizer.clone()),
@@ -86,12 +102,12 @@ pub fn load(
         concurrency: args.concurrency,
         server_deterministic: args.server_deterministic,
         policy: RetryPolicy {
-            request_timeout: Duration::from_secs(args.request_timeout.max(1)),
+            request_timeout: Duration::from_secs(args.request_timeout),
             give_up_after: Duration::from_secs(args.retry_for),
             ..RetryPolicy::default()
         },
     })
-    .with_context(|| format!("connecting to {endpoint}"))?;
+    .with_context(|| format!("connecting to {}", redact(&endpoint)))?;
     // A panel name labels the run as the panel does; a served name may be a path or
     // an org/name pair.
     let label = if entry.is_some() {
@@ -132,8 +148,21 @@ pub fn bar_note(traffic: &Traffic) -> String {
     )
 }
 
-/// Said after the run when the server's prompts were not the runner's token for token.
+/// Said after the run: answers that were implausible (each naming its request), and
+/// when the server's prompts were not the runner's token for token.
 pub fn after_run(traffic: &Traffic) {
+    if let Ok(w) = traffic.warnings.lock() {
+        for line in w.iter() {
+            eprintln!("warning: {line}");
+        }
+        let more = traffic
+            .warned
+            .load(Ordering::Relaxed)
+            .saturating_sub(w.len());
+        if more > 0 {
+            eprintln!("warning: {more} more warnings like these");
+        }
+    }
     let n = traffic.prompt_token_mismatches.load(Ordering::Relaxed);
     if n > 0 {
         eprintln!(

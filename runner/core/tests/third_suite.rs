@@ -4,14 +4,17 @@
 //! rescoring and the report kit, and no other crate is touched to add it.
 
 use runner_core::baseline::answer_each;
+use runner_core::journal::failed::FAILED_FILE;
 use runner_core::journal::{self, SampleRecord};
 use runner_core::report::{escape, write_atomic, Page};
 use runner_core::run::manifest::{manifest, usize_field};
 use runner_core::run::rescore::{rescore, Event, Rescore};
-use runner_core::run::{execute, Job, Quiet, RunError, Scoring, Workload};
+use runner_core::run::{
+    execute, execute_with, Job, Quiet, RunError, RunOptions, Scoring, Workload,
+};
 use runner_core::suite::{Registry, Suite};
 use runner_engine::digest::sha256_hex;
-use runner_engine::{Backend, EngineError, Prompt, Request, RequestId, Sample, Sampling};
+use runner_engine::{Backend, EngineError, Handover, Prompt, Request, RequestId, Sample, Sampling};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -223,5 +226,91 @@ fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alo
         err.contains("\"creg-v1.0\"") && err.contains("sums"),
         "{err}"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The adder, except that the sample (first sum, seed 43) can never be had while
+/// `refuse` holds; it says when it is idle, as a served backend does.
+struct Refuser {
+    refuse: bool,
+}
+
+impl Backend for Refuser {
+    fn describe(&self) -> String {
+        "refuser".into()
+    }
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        Adder.generate_each(requests, on_sample)
+    }
+    fn generate_handing_over(
+        &mut self,
+        requests: &[Request],
+        on: &mut dyn FnMut(Handover),
+    ) -> Result<(), EngineError> {
+        let refused = &requests[0].id.clone();
+        let refuse = self.refuse;
+        Adder.generate_each(requests, &mut |s| {
+            if refuse && s.request_id == *refused && s.seed == 43 {
+                on(Handover::Failed {
+                    request_id: s.request_id,
+                    seed: s.seed,
+                    reason: "HTTP 400: the prompt is too long".into(),
+                });
+            } else {
+                on(Handover::Sample(s));
+            }
+            on(Handover::Idle);
+        })
+    }
+}
+
+#[test]
+fn a_sample_that_cannot_be_had_is_kept_failed_skipped_on_resume_and_retried_when_asked() {
+    let dir = std::env::temp_dir().join(format!("creg-third-failed-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let sums = Sums::new(5);
+    let m = manifest(&sums, &json!({"name": "refuser"}), &json!({}), "test");
+    let mut refuser = Refuser { refuse: true };
+    let first = execute(&mut refuser, &sums, &m, &dir, "refuser", &mut Quiet).unwrap();
+    assert_eq!((first.running.generated, first.failed), (9, 1));
+    assert!(
+        first.summary.contains("1 sample failed") && first.summary.contains("too long"),
+        "{}",
+        first.summary
+    );
+    let failed = std::fs::read_to_string(dir.join(FAILED_FILE)).unwrap();
+    assert_eq!(failed.lines().count(), 1, "{failed}");
+    let journaled = || {
+        journal::read_records(&dir.join(journal::JOURNAL_FILE), false)
+            .unwrap()
+            .records
+            .len()
+    };
+    assert_eq!(journaled(), 9);
+
+    // A resume skips it, even from a backend that would answer now.
+    let mut answering = Refuser { refuse: false };
+    let again = execute(&mut answering, &sums, &m, &dir, "refuser", &mut Quiet).unwrap();
+    assert_eq!((again.running.generated, again.failed), (0, 1));
+
+    // Asked again, it is answered and joins the journal; nothing else is asked twice.
+    let retry = RunOptions { retry_failed: true };
+    let last = execute_with(
+        &mut answering,
+        &sums,
+        &m,
+        &dir,
+        "refuser",
+        &mut Quiet,
+        &retry,
+    );
+    let last = last.unwrap();
+    assert_eq!((last.running.generated, last.failed), (1, 0));
+    assert!(!last.summary.contains("failed"), "{}", last.summary);
+    assert_eq!(journaled(), 10);
     std::fs::remove_dir_all(&dir).ok();
 }

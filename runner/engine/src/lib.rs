@@ -125,6 +125,24 @@ impl Sample {
 
 pub use crate::batch::BatchStats;
 
+/// What a backend hands over while it runs (see [`Backend::generate_handing_over`]).
+#[derive(Debug)]
+pub enum Handover {
+    /// A finished sample.
+    Sample(Sample),
+    /// A (request, seed) that cannot be answered however often it is asked (a served
+    /// model's server refuses the prompt, or answers what cannot be read): kept as
+    /// failed, with the reason, and asked again only when the user says so.
+    Failed {
+        request_id: RequestId,
+        seed: u64,
+        reason: String,
+    },
+    /// Nothing more is ready for now: what was handed over should be kept before the
+    /// backend waits for more.
+    Idle,
+}
+
 /// A system that answers requests. Samples are handed to `on_sample` as soon as they are
 /// finished (in no particular order), so the caller can journal them while others run.
 pub trait Backend {
@@ -142,6 +160,16 @@ pub trait Backend {
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError>;
+
+    /// [`Backend::generate_each`], with failed samples and pauses handed over as well;
+    /// by default, samples only.
+    fn generate_handing_over(
+        &mut self,
+        requests: &[Request],
+        on: &mut dyn FnMut(Handover),
+    ) -> Result<(), EngineError> {
+        self.generate_each(requests, &mut |s| on(Handover::Sample(s)))
+    }
 
     /// How full the decode batch was kept since the backend was made; None for backends
     /// that do not decode in batches of their own.

@@ -2,6 +2,7 @@
 //! fixture model; no mocks). Run through `scripts/serve-fixture cargo test --test served`,
 //! which provides the server program; without it every test fails with that advice.
 
+mod faults;
 mod proxy;
 mod server;
 

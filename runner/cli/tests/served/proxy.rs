@@ -1,6 +1,8 @@
 //! A small HTTP/1.1 proxy in front of the real server that injects faults by request
 //! number: error statuses, a connection cut mid-response, a stalled response. One
-//! exchange per connection (it answers `Connection: close`).
+//! exchange per connection (it answers `Connection: close`). A sticky proxy gives every
+//! later POST with the same body as a faulted one the same fault (an answer that can
+//! never succeed, however often it is asked).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -16,6 +18,12 @@ pub enum Fault {
     CutMidResponse,
     /// No answer for this long, then the connection closes.
     Stall(Duration),
+    /// This status with this `Retry-After` header.
+    RetryAfter(u16, &'static str),
+    /// A 200 with this JSON body instead of the server's answer.
+    Answer(&'static str),
+    /// A 200 whose JSON body is over 10 MiB.
+    Huge,
 }
 
 pub struct Proxy {
@@ -31,6 +39,16 @@ pub struct Proxy {
 impl Proxy {
     /// Forwards to `127.0.0.1:upstream`; POST number n (from 1) gets `faults[n]`.
     pub fn start(upstream: u16, faults: HashMap<usize, Fault>) -> Proxy {
+        Proxy::start_with(upstream, faults, false)
+    }
+
+    /// [`Proxy::start`], and every later POST whose body equals a faulted one's gets
+    /// the same fault.
+    pub fn start_sticky(upstream: u16, faults: HashMap<usize, Fault>) -> Proxy {
+        Proxy::start_with(upstream, faults, true)
+    }
+
+    fn start_with(upstream: u16, faults: HashMap<usize, Fault>, sticky: bool) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let proxy = Proxy {
@@ -47,20 +65,22 @@ impl Proxy {
             proxy.stop.clone(),
         );
         let faults = Arc::new(faults);
+        let bodies: Faulted = Arc::default();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (posts, answered, injected, faults) = (
-                    posts.clone(),
-                    answered.clone(),
-                    injected.clone(),
-                    faults.clone(),
-                );
+                let counters = Counters {
+                    posts: posts.clone(),
+                    answered: answered.clone(),
+                    injected: injected.clone(),
+                    faults: faults.clone(),
+                    bodies: sticky.then(|| bodies.clone()),
+                };
                 std::thread::spawn(move || {
-                    let _ = serve(conn, upstream, &posts, &answered, &injected, &faults);
+                    let _ = serve(conn, upstream, &counters);
                 });
             }
         });
@@ -128,25 +148,70 @@ fn closing(head: &str) -> String {
     format!("{}\r\n\r\n", out.join("\r\n"))
 }
 
-fn serve(
-    mut conn: TcpStream,
-    upstream: u16,
-    posts: &AtomicUsize,
-    answered: &AtomicUsize,
-    injected: &Mutex<Vec<Fault>>,
-    faults: &HashMap<usize, Fault>,
-) -> std::io::Result<()> {
+/// The request bodies faulted so far, with their fault.
+type Faulted = Arc<Mutex<Vec<(Vec<u8>, Fault)>>>;
+
+/// What one connection's thread shares with the proxy.
+struct Counters {
+    posts: Arc<AtomicUsize>,
+    answered: Arc<AtomicUsize>,
+    injected: Arc<Mutex<Vec<Fault>>>,
+    faults: Arc<HashMap<usize, Fault>>,
+    /// Sticky: the bodies faulted so far, with their fault.
+    bodies: Option<Faulted>,
+}
+
+/// A JSON answer of 200 with `text` as its body.
+fn answer(conn: &mut TcpStream, text: &[u8]) -> std::io::Result<()> {
+    write!(
+        conn,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        text.len()
+    )?;
+    conn.write_all(text)?;
+    conn.flush()?;
+    conn.shutdown(Shutdown::Both)
+}
+
+fn serve(mut conn: TcpStream, upstream: u16, c: &Counters) -> std::io::Result<()> {
     let (head, body) = read_request(&mut conn)?;
     let fault = if head.starts_with("POST") {
-        let n = posts.fetch_add(1, Ordering::SeqCst) + 1;
-        faults.get(&n).copied()
+        let n = c.posts.fetch_add(1, Ordering::SeqCst) + 1;
+        let again = c.bodies.as_ref().and_then(|b| {
+            let b = b.lock().unwrap();
+            b.iter().find(|(x, _)| *x == body).map(|(_, f)| *f)
+        });
+        let fault = again.or_else(|| c.faults.get(&n).copied());
+        if let (Some(f), Some(b)) = (fault, &c.bodies) {
+            b.lock().unwrap().push((body.clone(), f));
+        }
+        fault
     } else {
         None
     };
     if let Some(f) = fault {
-        injected.lock().unwrap().push(f);
+        c.injected.lock().unwrap().push(f);
     }
+    let answered = &c.answered;
     match fault {
+        Some(Fault::RetryAfter(code, after)) => {
+            let text = format!("{{\"error\":{{\"message\":\"injected {code}\"}}}}");
+            write!(
+                conn,
+                "HTTP/1.1 {code} Injected\r\nContent-Type: application/json\r\nRetry-After: {after}\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            )?;
+            return conn.shutdown(Shutdown::Both);
+        }
+        Some(Fault::Answer(text)) => return answer(&mut conn, text.as_bytes()),
+        Some(Fault::Huge) => {
+            let pad = "x".repeat(11 << 20);
+            let text =
+                format!("{{\"choices\":[{{\"text\":\"{pad}\",\"finish_reason\":\"length\"}}]}}");
+            return answer(&mut conn, text.as_bytes());
+        }
         Some(Fault::Status(code)) => {
             let text = format!("{{\"error\":{{\"message\":\"injected {code}\"}}}}");
             write!(

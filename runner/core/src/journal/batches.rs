@@ -62,7 +62,7 @@ impl BatchLog {
         let path = journal.dir().join(BATCHES_FILE);
         let (lines, good_end, len) = read_lines(&path)?;
         if good_end < len {
-            let cut = OpenOptions::new()
+            let cut = crate::fsutil::no_follow(&mut OpenOptions::new())
                 .write(true)
                 .open(&path)
                 .and_then(|f| f.set_len(good_end as u64));
@@ -138,7 +138,7 @@ fn append_lines(path: &Path, lines: &[Invocation]) -> Result<(), JournalError> {
         serde_json::to_writer(&mut buf, line).map_err(|e| io_error(path, "encode", e.into()))?;
         buf.push(b'\n');
     }
-    OpenOptions::new()
+    crate::fsutil::no_follow(&mut OpenOptions::new())
         .create(true)
         .append(true)
         .open(path)

@@ -14,6 +14,7 @@
 //! ([`lock`]).
 
 pub mod batches;
+pub mod failed;
 pub mod lock;
 mod rebind;
 
@@ -260,7 +261,7 @@ pub struct Journal {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
-    crate::fsutil::write_atomic(path, bytes).map_err(|e| io_error(path, "write", e))
+    crate::fsutil::replace(path, bytes).map_err(|e| io_error(path, "write", e))
 }
 
 pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>, JournalError> {
@@ -294,7 +295,11 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>, JournalError> {
 
 /// Reads a journal's lines, cutting a torn last line off the file when `repair` is set.
 pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError> {
-    let mut file = match OpenOptions::new().read(true).write(repair).open(path) {
+    let mut file = match crate::fsutil::no_follow(&mut OpenOptions::new())
+        .read(true)
+        .write(repair)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Recovered::default()),
         Err(e) => return Err(io_error(path, "open", e)),
@@ -396,7 +401,7 @@ impl Journal {
                 })?;
             write_atomically(&manifest_path, text.as_bytes())?;
         }
-        let mut file = OpenOptions::new()
+        let mut file = crate::fsutil::no_follow(&mut OpenOptions::new())
             .create(true)
             .append(true)
             .open(&path)

@@ -68,7 +68,7 @@ pub fn rebind(dir: &Path) -> Result<Rebound, JournalError> {
     }
     if !foreign.is_empty() {
         let aside = dir.join(FOREIGN_FILE);
-        let mut f = OpenOptions::new()
+        let mut f = crate::fsutil::no_follow(&mut OpenOptions::new())
             .create(true)
             .append(true)
             .open(&aside)

@@ -4,8 +4,9 @@
 //! What a run asks and how its answers are scored is the [`Workload`] (the CREG suite,
 //! the Probe diagnostic); who answers is the backend (a model, a baseline system). The
 //! loop here knows neither: it skips journaled samples, hands the rest to the backend a
-//! batch at a time, journals each batch (synced) as soon as the backend returns it, and
-//! keeps the running figures the progress bar shows.
+//! batch at a time, journals what it hands over (synced) as it comes, and keeps the
+//! running figures the progress bar shows. Samples a backend cannot have at all are kept
+//! in `failed.jsonl` (see [`journal::failed`]), skipped on resume unless asked again.
 
 pub mod folder;
 pub mod limits;
@@ -15,9 +16,10 @@ pub mod rescore;
 pub mod suite;
 
 use crate::journal::batches::BatchLog;
+use crate::journal::failed::{FailedLog, FAILED_FILE};
 use crate::journal::{self, Journal, JournalError, Manifest, SampleRecord};
 use runner_engine::id::RequestId;
-use runner_engine::{Backend, EngineError, Request, Sample, Sampling};
+use runner_engine::{Backend, EngineError, Handover, Request, Sample, Sampling};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -161,12 +163,23 @@ pub struct Outcome {
     pub seconds: f64,
     /// How full the backend kept its decode batch during this run, where it batches.
     pub batch: Option<runner_engine::batch::BatchStats>,
+    /// Samples of the plan kept as failed and not answered since (see [`RunOptions`]).
+    pub failed: usize,
+}
+
+/// How a run treats what earlier invocations left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Ask again for samples kept as failed (`runner run --retry-failed`); otherwise a
+    /// resume skips them.
+    pub retry_failed: bool,
 }
 
 /// Samples journaled together at most, while a backend call is still running.
 pub const JOURNAL_EVERY: usize = 16;
-/// Time at most between two appends of finished samples while a call runs.
-const JOURNAL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+/// Time at most between two appends of finished samples while a call runs (a backend
+/// that says when it is idle gets its samples journaled then, sooner).
+const JOURNAL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Runs (or resumes) `workload` on `backend` in `dir` under `manifest`.
 pub fn execute(
@@ -176,6 +189,20 @@ pub fn execute(
     dir: &Path,
     label: &str,
     observer: &mut dyn Observer,
+) -> Result<Outcome, RunError> {
+    let options = RunOptions::default();
+    execute_with(backend, workload, manifest, dir, label, observer, &options)
+}
+
+/// [`execute`] with [`RunOptions`].
+pub fn execute_with(
+    backend: &mut dyn Backend,
+    workload: &dyn Workload,
+    manifest: &Manifest,
+    dir: &Path,
+    label: &str,
+    observer: &mut dyn Observer,
+    options: &RunOptions,
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let batch_before = backend.batch_stats();
@@ -209,6 +236,10 @@ pub fn execute(
         }
     }
     observer.resumed(&running, &recovered);
+    let mut failed_log = FailedLog::open(&journal)?;
+    if !options.retry_failed {
+        done.extend(failed_log.known.keys().cloned());
+    }
 
     // What is left: each request with the seeds not yet journaled.
     let by_id: HashMap<&RequestId, &Job> = jobs.iter().map(|j| (&j.request.id, j)).collect();
@@ -245,10 +276,30 @@ pub fn execute(
         let mut last_append = Instant::now();
         let mut failure: Option<RunError> = None;
         let before_call = backend.batch_stats();
-        let result = backend.generate_each(&pending[start..end], &mut |sample: Sample| {
+        let result = backend.generate_handing_over(&pending[start..end], &mut |h: Handover| {
             if failure.is_some() {
                 return;
             }
+            let sample: Sample = match h {
+                Handover::Sample(s) => s,
+                Handover::Idle if finished.is_empty() => return,
+                Handover::Idle => {
+                    if let Err(e) = keep(&mut journal, &mut finished, &mut last_append) {
+                        failure = Some(e.into());
+                    }
+                    return;
+                }
+                Handover::Failed {
+                    request_id,
+                    seed,
+                    reason,
+                } => {
+                    if let Err(e) = failed_log.append(request_id.as_str(), seed, &reason) {
+                        failure = Some(e.into());
+                    }
+                    return;
+                }
+            };
             let Some(job) = by_id.get(&sample.request_id) else {
                 failure = Some(RunError::Setup(format!(
                     "the backend answered request {}, which is not in the plan",
@@ -266,12 +317,8 @@ pub fn execute(
                     finished.push(record);
                     if finished.len() >= JOURNAL_EVERY || last_append.elapsed() >= JOURNAL_INTERVAL
                     {
-                        match journal.append(&finished) {
-                            Ok(()) => {
-                                finished.clear();
-                                last_append = Instant::now();
-                            }
-                            Err(e) => failure = Some(e.into()),
+                        if let Err(e) = keep(&mut journal, &mut finished, &mut last_append) {
+                            failure = Some(e.into());
                         }
                     }
                     observer.sample(&running);
@@ -302,7 +349,14 @@ pub fn execute(
 
     let records = journal::read_records(&dir.join(journal::JOURNAL_FILE), false)?.records;
     let title = format!("{}: {label}", workload.name());
-    let summary = workload.report(&[(label.to_string(), records)], dir, &title)?;
+    let answered: BTreeSet<(String, u64)> = records.iter().map(SampleRecord::key).collect();
+    let standing: Vec<(&(String, u64), &String)> = failed_log
+        .known
+        .iter()
+        .filter(|(k, _)| planned.contains(&(k.0.as_str(), k.1)) && !answered.contains(*k))
+        .collect();
+    let mut summary = workload.report(&[(label.to_string(), records)], dir, &title)?;
+    summary.push_str(&failed_note(&standing));
     Ok(Outcome {
         running,
         recovered: recovered.records.len(),
@@ -312,7 +366,41 @@ pub fn execute(
         batch: backend
             .batch_stats()
             .map(|b| b.since(&batch_before.unwrap_or_default())),
+        failed: standing.len(),
     })
+}
+
+/// Journals (and syncs) what finished since the last append.
+fn keep(
+    journal: &mut Journal,
+    finished: &mut Vec<SampleRecord>,
+    last_append: &mut Instant,
+) -> Result<(), JournalError> {
+    journal.append(finished)?;
+    finished.clear();
+    *last_append = Instant::now();
+    Ok(())
+}
+
+/// What the summary says of samples kept as failed: how many, and why (the first few).
+fn failed_note(standing: &[(&(String, u64), &String)]) -> String {
+    const SHOWN: usize = 10;
+    if standing.is_empty() {
+        return String::new();
+    }
+    let n = standing.len();
+    let mut out = format!(
+        "\n{n} sample{} failed: no answer could be had, however often asked (kept in \
+         {FAILED_FILE}; a rerun skips them, `runner run ... --retry-failed` asks again):\n",
+        if n == 1 { "" } else { "s" }
+    );
+    for ((id, seed), reason) in standing.iter().take(SHOWN) {
+        out.push_str(&format!("- request {id} seed {seed}: {reason}\n"));
+    }
+    if n > SHOWN {
+        out.push_str(&format!("- and {} more\n", n - SHOWN));
+    }
+    out
 }
 
 fn record_of(job: &Job, s: &Sample) -> SampleRecord {

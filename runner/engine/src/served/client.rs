@@ -1,10 +1,15 @@
 //! HTTP to the server: one JSON call, retried with exponential backoff and jitter on
 //! what a busy or restarting server does (connection errors, timeouts, 429, 5xx, a body
-//! cut off), refused at once on any other 4xx with the server's own message.
+//! cut off), refused at once on any other 4xx with the server's own message, and given
+//! up at once on an answer that no retry can make readable (over [`MAX_ANSWER_BYTES`],
+//! not UTF-8, malformed JSON).
 
 use crate::served::protocol::server_message;
+use crate::served::wire::{redact, retry_after};
+use std::collections::BTreeSet;
+use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long to wait for one answer, and how long to keep retrying before the run stops.
@@ -30,11 +35,42 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The largest answer read; a bigger one is not an answer the runner can use.
+pub const MAX_ANSWER_BYTES: usize = 10 << 20;
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    pub message: String,
+    /// Asking again cannot help (the server would give the same answer): a malformed
+    /// body, as opposed to one cut off by a dropped connection.
+    pub permanent: bool,
+}
+
+impl Unreadable {
+    pub fn retry(message: impl Into<String>) -> Unreadable {
+        Unreadable {
+            message: message.into(),
+            permanent: false,
+        }
+    }
+
+    pub fn permanent(message: impl Into<String>) -> Unreadable {
+        Unreadable {
+            message: message.into(),
+            permanent: true,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// A 4xx other than 408/429: retrying cannot help.
     #[error("the server refused the request (HTTP {status}): {message}")]
     Refused { status: u16, message: String },
+    /// An answer that asking again cannot make readable.
+    #[error("the server's answer cannot be used: {message}")]
+    Unreadable { message: String },
     /// Retried until the policy's bound.
     #[error("the server at {url} did not answer for {waited_s:.0} s ({attempts} attempts; last: {last})")]
     Unavailable {
@@ -53,6 +89,32 @@ pub struct Traffic {
     /// Samples whose prompt the server counted in other tokens than the runner's
     /// tokenizer: their prompts were not token for token the embedded engine's.
     pub prompt_token_mismatches: AtomicUsize,
+    /// Warnings about answers (each naming its request), for after the run: the first
+    /// [`KEPT_WARNINGS`] of `warned`.
+    pub warnings: Mutex<Vec<String>>,
+    pub warned: AtomicUsize,
+    /// Model names answers came from other than the one asked.
+    other_models: Mutex<BTreeSet<String>>,
+}
+
+/// Warnings kept for after the run; the rest are counted.
+pub const KEPT_WARNINGS: usize = 20;
+
+impl Traffic {
+    pub fn warn(&self, message: String) {
+        if self.warned.fetch_add(1, Ordering::Relaxed) < KEPT_WARNINGS {
+            if let Ok(mut w) = self.warnings.lock() {
+                w.push(redact(&message));
+            }
+        }
+    }
+
+    /// True the first time `model` is seen answering.
+    pub fn first_time_model(&self, model: &str) -> bool {
+        self.other_models
+            .lock()
+            .is_ok_and(|mut m| m.insert(model.to_string()))
+    }
 }
 
 #[derive(Clone)]
@@ -69,6 +131,7 @@ enum Attempt {
     Done(String),
     Retry(String, Option<Duration>),
     Refused(u16, String),
+    Unreadable(String),
 }
 
 impl Client {
@@ -90,7 +153,13 @@ impl Client {
         }
     }
 
+    /// The URL of `path` as shown and stored: without user and password.
     pub fn url(&self, path: &str) -> String {
+        redact(&self.request_url(path))
+    }
+
+    /// The URL requested, credentials included.
+    fn request_url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -102,13 +171,13 @@ impl Client {
         self.call(path, Some(body))
     }
 
-    /// The body of a 2xx answer that `accept` takes; `accept` saying no (a cut-off or
-    /// garbled body) counts as a failed attempt.
+    /// The body of a 2xx answer that `accept` takes; `accept` saying no counts as a
+    /// failed attempt (a cut-off body), or ends the call (a malformed one).
     pub fn post_checked<T>(
         &self,
         path: &str,
         body: &serde_json::Value,
-        accept: impl Fn(&str) -> Result<T, String>,
+        accept: impl Fn(&str) -> Result<T, Unreadable>,
     ) -> Result<T, CallError> {
         self.retrying(path, Some(body), accept)
     }
@@ -121,9 +190,9 @@ impl Client {
         &self,
         path: &str,
         body: Option<&serde_json::Value>,
-        accept: impl Fn(&str) -> Result<T, String>,
+        accept: impl Fn(&str) -> Result<T, Unreadable>,
     ) -> Result<T, CallError> {
-        let url = self.url(path);
+        let url = self.request_url(path);
         let mut first_failure: Option<Instant> = None;
         let mut attempts = 0;
         loop {
@@ -134,10 +203,23 @@ impl Client {
             let (why, hint) = match outcome {
                 Attempt::Done(text) => match accept(&text) {
                     Ok(v) => return Ok(v),
-                    Err(why) => (why, None),
+                    Err(u) if u.permanent => {
+                        return Err(CallError::Unreadable {
+                            message: redact(&u.message),
+                        })
+                    }
+                    Err(u) => (u.message, None),
                 },
                 Attempt::Refused(status, message) => {
-                    return Err(CallError::Refused { status, message })
+                    return Err(CallError::Refused {
+                        status,
+                        message: redact(&message),
+                    })
+                }
+                Attempt::Unreadable(message) => {
+                    return Err(CallError::Unreadable {
+                        message: redact(&message),
+                    })
                 }
                 Attempt::Retry(why, hint) => (why, hint),
             };
@@ -145,16 +227,13 @@ impl Client {
             let waited = since.elapsed();
             if waited >= self.policy.give_up_after {
                 return Err(CallError::Unavailable {
-                    url,
+                    url: redact(&url),
                     waited_s: waited.as_secs_f64(),
                     attempts,
-                    last: why,
+                    last: redact(&why),
                 });
             }
-            let delay = hint
-                .unwrap_or_else(|| backoff(&self.policy, attempts))
-                .min(self.policy.give_up_after.saturating_sub(waited))
-                .min(self.policy.max_delay);
+            let delay = next_delay(&self.policy, attempts, hint, waited);
             self.traffic.retries.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(delay);
         }
@@ -173,17 +252,15 @@ impl Client {
             None => req.call(),
         };
         match result {
-            Ok(resp) => match resp.into_string() {
-                Ok(text) => Attempt::Done(text),
-                Err(e) => Attempt::Retry(format!("reading the answer: {e}"), None),
-            },
+            Ok(resp) => read_answer(resp),
             Err(ureq::Error::Status(status, resp)) => {
                 let retry_after = resp
                     .header("retry-after")
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map(Duration::from_secs_f64);
-                let text = resp.into_string().unwrap_or_default();
+                    .and_then(|v| retry_after(v, SystemTime::now()));
+                let text = match read_answer(resp) {
+                    Attempt::Done(text) => text,
+                    _ => String::new(),
+                };
                 let message = server_message(&text);
                 if status == 408 || status == 429 || status >= 500 {
                     Attempt::Retry(format!("HTTP {status}: {message}"), retry_after)
@@ -191,9 +268,42 @@ impl Client {
                     Attempt::Refused(status, message)
                 }
             }
-            Err(ureq::Error::Transport(t)) => Attempt::Retry(t.to_string(), None),
+            Err(ureq::Error::Transport(t)) => Attempt::Retry(redact(&t.to_string()), None),
         }
     }
+}
+
+/// A 2xx body: read up to [`MAX_ANSWER_BYTES`]; a bigger one, or one that is not
+/// UTF-8, is the server's answer every time; a read cut short is worth another try.
+fn read_answer(resp: ureq::Response) -> Attempt {
+    let mut bytes = Vec::new();
+    let read = resp
+        .into_reader()
+        .take(MAX_ANSWER_BYTES as u64 + 1)
+        .read_to_end(&mut bytes);
+    if let Err(e) = read {
+        return Attempt::Retry(format!("reading the answer: {e}"), None);
+    }
+    if bytes.len() > MAX_ANSWER_BYTES {
+        return Attempt::Unreadable(format!("the answer is over {} MiB", MAX_ANSWER_BYTES >> 20));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Attempt::Done(text),
+        Err(e) => Attempt::Unreadable(format!("the answer is not UTF-8 ({e})")),
+    }
+}
+
+/// The wait before the next attempt: the server's `Retry-After` where it gave one,
+/// else the backoff; never past what is left of the retry window, nor the cap.
+fn next_delay(
+    policy: &RetryPolicy,
+    attempts: usize,
+    hint: Option<Duration>,
+    waited: Duration,
+) -> Duration {
+    hint.unwrap_or_else(|| backoff(policy, attempts))
+        .min(policy.give_up_after.saturating_sub(waited))
+        .min(policy.max_delay)
 }
 
 /// Exponential backoff with "equal jitter": half the step fixed, half random, so that
@@ -244,6 +354,48 @@ mod tests {
             assert!(d >= step / 2 && d <= step, "attempt {attempt}: {d:?}");
         }
         assert!(backoff(&p, 20) >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_servers_retry_after_is_bounded_by_the_window_and_the_cap() {
+        let p = RetryPolicy {
+            give_up_after: Duration::from_secs(20),
+            max_delay: Duration::from_secs(30),
+            ..RetryPolicy::default()
+        };
+        let waited = Duration::from_secs(15);
+        let huge = retry_after("1e20", SystemTime::now());
+        assert_eq!(next_delay(&p, 1, huge, waited), Duration::from_secs(5));
+        let far = retry_after("Fri, 31 Dec 9999 23:59:59 GMT", SystemTime::now());
+        assert_eq!(
+            next_delay(&p, 1, far, Duration::ZERO),
+            Duration::from_secs(20)
+        );
+        assert_eq!(
+            next_delay(&p, 1, Some(Duration::from_secs(2)), waited),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            next_delay(&p, 1, huge, Duration::from_secs(99)),
+            Duration::ZERO
+        );
+        // No usable header: the backoff.
+        let d = next_delay(&p, 1, retry_after("-1", SystemTime::now()), waited);
+        assert!(d <= p.first_delay, "{d:?}");
+    }
+
+    #[test]
+    fn shown_urls_carry_no_credentials() {
+        let c = Client::new(
+            "http://u:secret@127.0.0.1:1/v1/",
+            None,
+            RetryPolicy::default(),
+        );
+        assert_eq!(c.url("/models"), "http://127.0.0.1:1/v1/models");
+        assert_eq!(
+            c.request_url("/models"),
+            "http://u:secret@127.0.0.1:1/v1/models"
+        );
     }
 
     #[test]

@@ -2,22 +2,39 @@
 //! `serve`) as a [`Backend`]: one HTTP request per (prompt, seed), a bounded number in
 //! flight, each retried through restarts and overload (see [`client`]).
 //!
-//! Samples are handed over as they finish, so the run loop journals what finished even
-//! when a later request gives up; rerunning the command asks only for the rest.
+//! Samples are handed over as they finish, and the backend says when nothing more is
+//! ready, so the run loop journals each finished sample at once even while slower
+//! requests hang; rerunning the command asks only for the rest. A sample whose prompt
+//! the server refuses (HTTP 400, 413, 422) or whose answer can never be read is handed
+//! over as failed, with the reason, instead of stopping the run.
 
 pub mod client;
 pub mod identity;
 pub mod prompt;
 pub mod protocol;
+pub mod wire;
 
-use crate::{Backend, EngineError, Request, Sample, Timings};
+use crate::{Backend, EngineError, Handover, Request, RequestId, Sample, Timings};
 use client::{CallError, Client, RetryPolicy, Traffic};
 use prompt::LocalPrompts;
 use protocol::{BodySpec, Dialect, Payload, PromptMode};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc::{self, TryRecvError};
+use std::sync::Arc;
 use std::time::Instant;
+
+/// Failed samples in a row that stop the run: then the server, not the prompts, is
+/// broken (every answer an error page, say).
+pub const FAILURES_IN_A_ROW: usize = 8;
+
+/// What one (request, seed) came to, short of a sample.
+enum Miss {
+    /// This sample cannot be had; the others can.
+    Failed(String),
+    /// The run cannot go on (the server is gone, the key refused).
+    Stop(EngineError),
+}
 
 /// Requests in flight when `--concurrency` is not given: enough to keep a continuous-
 /// batching server busy without queueing the whole plan at once.
@@ -137,7 +154,7 @@ impl ServedBackend {
         seed: u64,
         payload: &Payload,
         local: Option<usize>,
-    ) -> Result<Sample, EngineError> {
+    ) -> Result<Sample, Miss> {
         let spec = BodySpec {
             sampling: r.sampling,
             max_tokens: r.max_new_tokens,
@@ -154,12 +171,19 @@ impl ServedBackend {
             .client
             .post_checked(self.mode.path(), &body, protocol::parse_answer)
             .map_err(|e| match e {
-                CallError::Refused { .. } => EngineError::InvalidRequest {
+                // What this prompt asks is refused; the next prompt may be fine.
+                CallError::Refused {
+                    status: 400 | 413 | 422,
+                    ..
+                }
+                | CallError::Unreadable { .. } => Miss::Failed(e.to_string()),
+                CallError::Refused { .. } => Miss::Stop(EngineError::InvalidRequest {
                     id: r.id.to_string(),
                     message: e.to_string(),
-                },
-                other => unavailable(&other),
+                }),
+                other => Miss::Stop(unavailable(&other)),
             })?;
+        self.check(r, seed, &answer);
         if let (Some(l), Some(s)) = (local, answer.prompt_tokens) {
             if l != s {
                 self.client
@@ -170,7 +194,7 @@ impl ServedBackend {
         }
         let token_ids = match (answer.token_ids, &self.prompts) {
             (Some(ids), _) => ids,
-            (None, Some(p)) => p.encode(&answer.text)?,
+            (None, Some(p)) => p.encode(&answer.text).map_err(Miss::Stop)?,
             (None, None) => Vec::new(),
         };
         Ok(Sample {
@@ -186,6 +210,29 @@ impl ServedBackend {
                 decode_s: started.elapsed().as_secs_f64(),
             },
         })
+    }
+
+    /// Warns (in [`Traffic::warnings`]) of an answer longer than asked for, or from
+    /// another model than the one asked: the server may not be doing what the manifest
+    /// records.
+    fn check(&self, r: &Request, seed: u64, answer: &protocol::Answer) {
+        let who = format!("request {} seed {seed}", r.id);
+        if let Some(n) = answer.completion_tokens.filter(|&n| n > r.max_new_tokens) {
+            self.client.traffic.warn(format!(
+                "{who}: the server counted {n} completion tokens, over the max_tokens {} \
+                 asked for",
+                r.max_new_tokens
+            ));
+        }
+        if let Some(m) = answer.model.as_deref().filter(|m| *m != self.model) {
+            if self.client.traffic.first_time_model(m) {
+                self.client.traffic.warn(format!(
+                    "{who}: answered by model {m:?}, not {:?} as asked (later answers from \
+                     {m:?} are not named)",
+                    self.model
+                ));
+            }
+        }
     }
 
     fn payload(&self, r: &Request) -> Result<(Payload, Option<usize>), EngineError> {
@@ -205,7 +252,9 @@ impl ServedBackend {
 
 fn unavailable(e: &CallError) -> EngineError {
     match e {
-        CallError::Refused { .. } => EngineError::NotAvailable(e.to_string()),
+        CallError::Refused { .. } | CallError::Unreadable { .. } => {
+            EngineError::NotAvailable(e.to_string())
+        }
         CallError::Unavailable { .. } => EngineError::NotAvailable(format!(
             "{e}. The run stops here: every sample finished so far is journaled, and rerunning \
              the same command resumes once the server is back"
@@ -233,6 +282,27 @@ impl Backend for ServedBackend {
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
+        let mut failed = None;
+        self.generate_handing_over(requests, &mut |h| match h {
+            Handover::Sample(s) => on_sample(s),
+            Handover::Failed {
+                request_id, reason, ..
+            } => {
+                failed.get_or_insert(EngineError::InvalidRequest {
+                    id: request_id.to_string(),
+                    message: reason,
+                });
+            }
+            Handover::Idle => {}
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn generate_handing_over(
+        &mut self,
+        requests: &[Request],
+        on: &mut dyn FnMut(Handover),
+    ) -> Result<(), EngineError> {
         let payloads = requests
             .iter()
             .map(|r| self.payload(r))
@@ -246,7 +316,7 @@ impl Backend for ServedBackend {
         let stop = AtomicBool::new(false);
         let this = &*self;
         std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel::<Result<Sample, EngineError>>();
+            let (tx, rx) = mpsc::channel::<(RequestId, u64, Result<Sample, Miss>)>();
             for _ in 0..this.concurrency.min(work.len()) {
                 let tx = tx.clone();
                 let (next, stop, work, payloads) = (&next, &stop, &work, &payloads);
@@ -258,11 +328,11 @@ impl Backend for ServedBackend {
                         };
                         let (payload, local) = &payloads[i];
                         let result = this.one(&requests[i], seed, payload, *local);
-                        if result.is_err() {
+                        if let Err(Miss::Stop(_)) = result {
                             // Requests already in flight finish; no new ones start.
                             stop.store(true, Ordering::Relaxed);
                         }
-                        if tx.send(result).is_err() {
+                        if tx.send((requests[i].id.clone(), seed, result)).is_err() {
                             break;
                         }
                     }
@@ -270,10 +340,46 @@ impl Backend for ServedBackend {
             }
             drop(tx);
             let mut first_error = None;
-            for result in rx {
+            let mut in_a_row = 0;
+            loop {
+                // Before waiting, the caller keeps what it was handed: a finished sample
+                // is not held back by slower requests.
+                let (request_id, seed, result) = match rx.try_recv() {
+                    Ok(r) => r,
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => {
+                        on(Handover::Idle);
+                        match rx.recv() {
+                            Ok(r) => r,
+                            Err(_) => break,
+                        }
+                    }
+                };
                 match result {
-                    Ok(sample) => on_sample(sample),
-                    Err(e) => {
+                    Ok(sample) => {
+                        in_a_row = 0;
+                        on(Handover::Sample(sample));
+                    }
+                    Err(Miss::Failed(reason)) => {
+                        in_a_row += 1;
+                        if in_a_row == FAILURES_IN_A_ROW {
+                            stop.store(true, Ordering::Relaxed);
+                            first_error.get_or_insert(EngineError::NotAvailable(format!(
+                                "{} at {}: {FAILURES_IN_A_ROW} answers in a row could not be \
+                                 used (last: {reason}): the server, not the prompts, seems \
+                                 broken. They are kept as failed; once it is fixed, rerun the \
+                                 same command with --retry-failed",
+                                this.model,
+                                this.client.url("")
+                            )));
+                        }
+                        on(Handover::Failed {
+                            request_id,
+                            seed,
+                            reason,
+                        });
+                    }
+                    Err(Miss::Stop(e)) => {
                         first_error.get_or_insert(e);
                     }
                 }

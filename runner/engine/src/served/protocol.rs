@@ -2,6 +2,7 @@
 //! and what the runner reads back.
 
 use crate::digest::sha256_hex;
+use crate::served::client::Unreadable;
 use crate::{FinishReason, Message, Sampling};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -148,10 +149,14 @@ pub struct Answer {
     pub completion_tokens: Option<usize>,
     /// Generated ids, where the server returns them (vLLM's `return_token_ids`).
     pub token_ids: Option<Vec<u32>>,
+    /// The model the server says answered.
+    pub model: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Response {
+    #[serde(default)]
+    model: Option<String>,
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<Usage>,
@@ -183,30 +188,42 @@ struct Usage {
     completion_tokens: Option<usize>,
 }
 
-/// Reads a 2xx body; `Err` says what is wrong with it (the caller retries: a body cut
-/// off by a dropped connection reads as invalid JSON).
-pub fn parse_answer(text: &str) -> Result<Answer, String> {
+/// Reads a 2xx body; `Err` says what is wrong with it. A body cut off by a dropped
+/// connection (it ends early) is worth another try; malformed JSON (an invalid escape
+/// such as a lone surrogate) is what the server answers every time.
+pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
     let r: Response = serde_json::from_str(text).map_err(|e| {
-        format!(
+        let message = format!(
             "the server's answer is not a completion ({e}): {}",
             clip(text)
-        )
+        );
+        match e.classify() {
+            serde_json::error::Category::Syntax => Unreadable::permanent(message),
+            _ => Unreadable::retry(message),
+        }
     })?;
     let Some(c) = r.choices.into_iter().next() else {
-        return Err(format!("the server's answer has no choice: {}", clip(text)));
+        return Err(Unreadable::retry(format!(
+            "the server's answer has no choice: {}",
+            clip(text)
+        )));
     };
     let text = match (c.text, c.message) {
         (Some(t), _) => t,
         (None, Some(m)) => m.content.unwrap_or_default(),
-        (None, None) => return Err("the server's choice has neither text nor message".into()),
+        (None, None) => {
+            return Err(Unreadable::retry(
+                "the server's choice has neither text nor message",
+            ))
+        }
     };
     let finish_reason = match c.finish_reason.as_deref() {
         Some("length") => FinishReason::Length,
         Some("stop" | "eos" | "eos_token" | "stop_sequence") => FinishReason::Stop,
         other => {
-            return Err(format!(
+            return Err(Unreadable::retry(format!(
                 "the server ended the sample with finish reason {other:?} (expected stop or length)"
-            ))
+            )))
         }
     };
     Ok(Answer {
@@ -215,6 +232,7 @@ pub fn parse_answer(text: &str) -> Result<Answer, String> {
         prompt_tokens: r.usage.as_ref().and_then(|u| u.prompt_tokens),
         completion_tokens: r.usage.as_ref().and_then(|u| u.completion_tokens),
         token_ids: c.token_ids,
+        model: r.model,
     })
 }
 
@@ -310,8 +328,29 @@ mod tests {
             (m.text.as_str(), m.finish_reason),
             ("yo", FinishReason::Stop)
         );
-        assert!(parse_answer(r#"{"choices":[{"text":"x"#).is_err());
-        assert!(parse_answer(r#"{"choices":[{"text":"x","finish_reason":"abort"}]}"#).is_err());
+        // Cut off, or ended by the server: asked again. Malformed: never asked again.
+        assert!(
+            !parse_answer(r#"{"choices":[{"text":"x"#)
+                .unwrap_err()
+                .permanent
+        );
+        assert!(
+            !parse_answer(r#"{"choices":[{"text":"x","finish_reason":"abort"}]}"#)
+                .unwrap_err()
+                .permanent
+        );
+        for bad in [
+            r#"{"choices":[{"text":"\ud800 x","finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"text":"\q","finish_reason":"stop"}]}"#,
+            "<html>busy</html>",
+        ] {
+            let e = parse_answer(bad).unwrap_err();
+            assert!(e.permanent, "{bad}: {}", e.message);
+        }
+        let named =
+            parse_answer(r#"{"model":"m2","choices":[{"text":"ok","finish_reason":"stop"}]}"#)
+                .unwrap();
+        assert_eq!(named.model.as_deref(), Some("m2"));
         assert_eq!(
             server_message(r#"{"error":{"message":"model x does not exist"}}"#),
             "model x does not exist"

@@ -1,0 +1,153 @@
+//! `failed.jsonl`: samples that cannot be had however often they are asked (a served
+//! model's server refuses the prompt, or answers what cannot be read), one line each
+//! with the reason, appended and synced as each fails.
+//!
+//! A resume skips them, so a run does not stop on the same sample every time; `runner
+//! run --retry-failed` asks for them again, and a sample answered later is taken from
+//! the journal, whatever this file says. The journal itself is untouched by failures:
+//! folders without this file, and programs that do not know it, read as before.
+
+use crate::journal::{io_error, Journal, JournalError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const FAILED_FILE: &str = "failed.jsonl";
+
+/// One failed (request, seed), as a line of the file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub request_id: String,
+    pub seed: u64,
+    pub reason: String,
+    /// The identity the line was written under, as in the journal.
+    pub identity_sha256: String,
+}
+
+/// The failures of the run whose journal is open, and appending more.
+#[derive(Debug)]
+pub struct FailedLog {
+    path: PathBuf,
+    identity_sha256: String,
+    /// The latest reason per (request, seed), of this run's identity only.
+    pub known: BTreeMap<(String, u64), String>,
+}
+
+impl FailedLog {
+    /// Reads the file of the folder `journal` holds (locked); a torn last line is cut off.
+    pub fn open(journal: &Journal) -> Result<FailedLog, JournalError> {
+        let path = journal.dir().join(FAILED_FILE);
+        let (lines, good_end, len) = read_lines(&path)?;
+        if good_end < len {
+            let cut = crate::fsutil::no_follow(&mut OpenOptions::new())
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(good_end as u64));
+            cut.map_err(|e| io_error(&path, "cut the torn last line off", e))?;
+        }
+        let ours = journal.identity_sha256.clone();
+        let known = lines
+            .into_iter()
+            .filter(|f| f.identity_sha256 == ours)
+            .map(|f| ((f.request_id, f.seed), f.reason))
+            .collect();
+        Ok(FailedLog {
+            path,
+            identity_sha256: ours,
+            known,
+        })
+    }
+
+    /// Appends and syncs one failure.
+    pub fn append(
+        &mut self,
+        request_id: &str,
+        seed: u64,
+        reason: &str,
+    ) -> Result<(), JournalError> {
+        let line = Failure {
+            request_id: request_id.to_string(),
+            seed,
+            reason: reason.to_string(),
+            identity_sha256: self.identity_sha256.clone(),
+        };
+        let mut buf =
+            serde_json::to_vec(&line).map_err(|e| io_error(&self.path, "encode", e.into()))?;
+        buf.push(b'\n');
+        let result = crate::fsutil::no_follow(&mut OpenOptions::new())
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut f| f.write_all(&buf).and_then(|_| f.sync_data()));
+        result.map_err(|e| io_error(&self.path, "append to", e))?;
+        self.known
+            .insert((request_id.to_string(), seed), reason.to_string());
+        Ok(())
+    }
+}
+
+/// The whole lines of `path`, where they end, and the file's length.
+fn read_lines(path: &Path) -> Result<(Vec<Failure>, usize, usize), JournalError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),
+        Err(e) => return Err(io_error(path, "read", e)),
+    };
+    let mut out = Vec::new();
+    let mut good_end = 0;
+    for (n, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        let whole = line.ends_with(b"\n");
+        let last = good_end + line.len() == bytes.len();
+        match (serde_json::from_slice::<Failure>(line), whole) {
+            (Ok(f), true) => {
+                out.push(f);
+                good_end += line.len();
+            }
+            // The last line, cut short by a crash (only the last can lack its newline).
+            (_, false) => break,
+            (Err(_), true) if last => break,
+            (Err(e), true) => {
+                return Err(JournalError::Corrupt {
+                    path: path.to_path_buf(),
+                    line: n + 1,
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok((out, good_end, bytes.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_read_back_and_a_torn_last_line_is_cut() {
+        let dir = std::env::temp_dir().join(format!("creg-failed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(FAILED_FILE);
+        let line = |id: &str, h: &str| {
+            format!(
+                "{{\"request_id\":\"{id}\",\"seed\":0,\"reason\":\"r\",\"identity_sha256\":\"{h}\"}}\n"
+            )
+        };
+        std::fs::write(
+            &path,
+            format!("{}{}{{\"req", line("a", "x"), line("b", "y")),
+        )
+        .unwrap();
+        let (lines, good_end, len) = read_lines(&path).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(len - good_end, "{\"req".len());
+        std::fs::write(&path, format!("garbage\n{}", line("a", "x"))).unwrap();
+        assert!(matches!(
+            read_lines(&path),
+            Err(JournalError::Corrupt { line: 1, .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
