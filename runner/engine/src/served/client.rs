@@ -38,30 +38,7 @@ impl Default for RetryPolicy {
 /// The largest answer read; a bigger one is not an answer the runner can use.
 pub const MAX_ANSWER_BYTES: usize = 10 << 20;
 
-/// Why an answer was not taken.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Unreadable {
-    pub message: String,
-    /// Asking again cannot help (the server would give the same answer): a malformed
-    /// body, as opposed to one cut off by a dropped connection.
-    pub permanent: bool,
-}
-
-impl Unreadable {
-    pub fn retry(message: impl Into<String>) -> Unreadable {
-        Unreadable {
-            message: message.into(),
-            permanent: false,
-        }
-    }
-
-    pub fn permanent(message: impl Into<String>) -> Unreadable {
-        Unreadable {
-            message: message.into(),
-            permanent: true,
-        }
-    }
-}
+pub use crate::served::wire::Unreadable;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {

@@ -2,7 +2,7 @@
 //! and what the runner reads back.
 
 use crate::digest::sha256_hex;
-use crate::served::client::Unreadable;
+use crate::served::wire::Unreadable;
 use crate::{FinishReason, Message, Sampling};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};

@@ -88,6 +88,31 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    pub message: String,
+    /// Asking again cannot help (the server would give the same answer): a malformed
+    /// body, as opposed to one cut off by a dropped connection.
+    pub permanent: bool,
+}
+
+impl Unreadable {
+    pub fn retry(message: impl Into<String>) -> Unreadable {
+        Unreadable {
+            message: message.into(),
+            permanent: false,
+        }
+    }
+
+    pub fn permanent(message: impl Into<String>) -> Unreadable {
+        Unreadable {
+            message: message.into(),
+            permanent: true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
