@@ -118,10 +118,20 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--arch`'s values, from the architecture table: the help lists every architecture
+/// the engine runs, an added one included.
+pub fn arch_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        runner_engine::candle::models::ARCHITECTURES
+            .iter()
+            .map(|a| a.name),
+    )
+}
+
 #[derive(Args, Debug)]
 pub struct FixtureArgs {
-    /// qwen2, llama or gemma3
-    #[arg(long)]
+    /// The architecture.
+    #[arg(long, value_parser = arch_names())]
     arch: String,
     /// tiny, small or qwen7b-shape (Qwen2.5-7B's sizes, random bf16 weights, 15 GB)
     #[arg(long, default_value = "tiny")]
@@ -226,7 +236,8 @@ pub struct BenchArgs {
     /// temporary folder.
     #[arg(long)]
     model: Option<PathBuf>,
-    #[arg(long, default_value = "qwen2")]
+    /// The fixture's architecture.
+    #[arg(long, default_value = "qwen2", value_parser = arch_names())]
     arch: String,
     #[arg(long, default_value = "small")]
     size: String,
@@ -423,7 +434,96 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         }
     })?;
     if !json {
-        super::print_bench(&rows, false);
+        let (table, more) = compact(&rows);
+        super::print_bench(&table, false);
+        if !more.is_empty() {
+            println!(
+                "\nEvery field with --json (one object per line), also: {}",
+                more.join(", ")
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The fixed batches' figures a reader looks for first, in the table's order; nested
+/// keys are `outer.inner`. The rest of each row is in `--json` (whose keys do not change).
+const COMPACT: [&str; 8] = [
+    "batch",
+    "row_limit",
+    "prefill_tok_per_s",
+    "decode_tok_per_s",
+    "step_ms.forward",
+    "step_ms.sampler",
+    "kv_cache_mib",
+    "peak_rss_mib",
+];
+
+/// The engine's rows cut to [`COMPACT`], with the workload (the same in every row) in
+/// the caption, and the JSON keys left out; rows of another shape (the mixed workload's)
+/// are kept whole.
+fn compact(rows: &[serde_json::Value]) -> (Vec<serde_json::Value>, Vec<String>) {
+    use serde_json::{Map, Value};
+    let mut left_out: Vec<String> = Vec::new();
+    let table = rows
+        .iter()
+        .map(|row| {
+            let Some(full) = row.as_object().filter(|r| {
+                r.contains_key("row_limit") && r.contains_key("step_ms") && r.contains_key("runs")
+            }) else {
+                return row.clone();
+            };
+            let mut out = Map::new();
+            for key in ["engine", "sampling"] {
+                if let Some(v) = full.get(key) {
+                    out.insert(key.into(), v.clone());
+                }
+            }
+            let runs = &full["runs"];
+            out.insert(
+                "workload".into(),
+                json!(format!(
+                    "{} prompt tokens, {} new tokens, {}",
+                    full["prompt_tokens"],
+                    full["new_tokens"],
+                    if runs == 1 {
+                        "1 run".to_string()
+                    } else {
+                        format!("medians of {runs} runs")
+                    }
+                )),
+            );
+            let shown = ["engine", "sampling", "prompt_tokens", "new_tokens", "runs"];
+            for (key, value) in full {
+                let names: Vec<String> = match value {
+                    Value::Object(inner) => inner.keys().map(|k| format!("{key}.{k}")).collect(),
+                    _ => vec![key.clone()],
+                };
+                for name in names {
+                    let hidden =
+                        !COMPACT.contains(&name.as_str()) && !shown.contains(&name.as_str());
+                    if hidden && !left_out.contains(&name) {
+                        left_out.push(name);
+                    }
+                }
+            }
+            for name in COMPACT {
+                let pointer = format!("/{}", name.replace('.', "/"));
+                let Some(v) = row.pointer(&pointer) else {
+                    continue;
+                };
+                match name.split_once('.') {
+                    Some((outer, inner)) => {
+                        let slot = out.entry(outer).or_insert_with(|| json!({}));
+                        slot[inner] = v.clone();
+                    }
+                    None => {
+                        out.insert(name.into(), v.clone());
+                    }
+                }
+            }
+            Value::Object(out)
+        })
+        .collect();
+    (table, left_out)
 }

@@ -11,6 +11,7 @@ mod progress;
 mod render;
 mod run;
 mod score;
+mod seeds;
 mod served;
 mod smoke;
 mod suite;

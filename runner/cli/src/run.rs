@@ -4,7 +4,7 @@
 use super::progress::Bar;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use creg::plan::{parse_conditions, parse_tasks, PlanSpec, Shard, PROTOCOL_SEEDS};
+use creg::plan::{parse_conditions, parse_tasks, PlanSpec, Shard};
 use creg::workload::CregWorkload;
 use probe::plan::ProbePlan;
 use probe::run::ProbeWorkload;
@@ -45,8 +45,9 @@ pub struct RunArgs {
     /// belief, endpoint (contradiction, action, explanation), single tasks, or all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub tasks: Vec<String>,
-    #[arg(long, value_delimiter = ',', default_values_t = PROTOCOL_SEEDS)]
-    pub seeds: Vec<u64>,
+    /// Seeds: --seeds 42 43 44, --seeds 42,43,44 or --seeds "42 43 44".
+    #[arg(long, num_args = 1.., default_values_t = crate::seeds::protocol())]
+    pub seeds: Vec<crate::seeds::Seeds>,
     /// auto, cpu or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
@@ -86,16 +87,24 @@ pub struct RunArgs {
     pub served: super::served::ServedArgs,
 }
 
+impl RunArgs {
+    /// Every seed of every `--seeds` value, in order.
+    pub fn seeds(&self) -> Vec<u64> {
+        crate::seeds::flat(&self.seeds)
+    }
+}
+
 /// Settings refused before anything is loaded.
 fn check_settings(args: &RunArgs) -> Result<()> {
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
-    if args.seeds.is_empty() {
+    let seeds = args.seeds();
+    if seeds.is_empty() {
         bail!("--seeds needs at least one seed");
     }
-    for (i, seed) in args.seeds.iter().enumerate() {
-        if let Some(j) = args.seeds[..i].iter().position(|s| s == seed) {
+    for (i, seed) in seeds.iter().enumerate() {
+        if let Some(j) = seeds[..i].iter().position(|s| s == seed) {
             bail!(
                 "--seeds: seed {seed} is given twice (positions {} and {}); each seed once",
                 j + 1,
@@ -130,7 +139,7 @@ fn workload(args: &RunArgs) -> Result<CregWorkload> {
     let spec = PlanSpec {
         conditions: parse_conditions(&args.condition)?,
         tasks: parse_tasks(&args.tasks)?,
-        seeds: args.seeds.clone(),
+        seeds: args.seeds(),
         limit_per_regime: args.limit,
         shard: args.shard,
     };
@@ -154,7 +163,7 @@ fn probe_workload(args: &RunArgs) -> Result<ProbeWorkload> {
         None => ProbeSet::generated(),
     };
     let plan = ProbePlan {
-        seeds: args.seeds.clone(),
+        seeds: args.seeds(),
         limit_per_domain: args.limit,
         shard: args.shard,
     };
@@ -178,8 +187,8 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let panel = super::engine::panel(args.panel.as_deref())?;
     let served = super::served::load(&model_name, &args.served, workload.as_ref(), &panel)?;
-    let (loaded, traffic) = match served {
-        Some((loaded, traffic)) => (loaded, Some(traffic)),
+    let (loaded, traffic, watch) = match served {
+        Some(s) => (s.loaded, Some(s.traffic), Some(s.watch)),
         None => (
             model::load(
                 &model_name,
@@ -192,6 +201,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
                 },
             )
             .with_context(|| format!("loading {model_name}"))?,
+            None,
             None,
         ),
     };
@@ -213,6 +223,9 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
     bar.traffic = traffic.clone();
+    if let Some(w) = &watch {
+        w.set_bar(&bar.bar);
+    }
     if !args.quiet {
         print_start(&dir, workload.as_ref(), Some(&backend.describe()));
     }
@@ -228,6 +241,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         &mut bar,
         &options,
     );
+    drop(watch);
     bar.bar.finish_and_clear();
     if let Some(t) = &traffic {
         super::served::after_run(t);
@@ -368,18 +382,28 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
         args.dirs.len(),
         args.out.display()
     );
-    if n < planned {
-        eprintln!(
-            "warning: the plan has {planned} samples; {} are missing (a shard is unfinished or not given)",
+    let missing = (n < planned).then(|| {
+        format!(
+            "warning: the plan has {planned} samples; {} are missing (a shard is unfinished or \
+             not given): the merged reports cover {n}",
             planned - n
-        );
+        )
+    });
+    if let Some(w) = &missing {
+        eprintln!("{w}");
     }
-    score(ScoreArgs {
+    let code = score(ScoreArgs {
         dirs: vec![args.out],
         out: None,
         suite_file: args.suite_file,
         keep_first: false,
         bench: false,
         bench_bytes: Vec::new(),
-    })
+    })?;
+    // Said again below the summary, where the eye ends up.
+    if let Some(w) = &missing {
+        std::io::Write::flush(&mut std::io::stdout()).ok();
+        eprintln!("{w}");
+    }
+    Ok(code)
 }

@@ -4,7 +4,6 @@ use anyhow::Context;
 use clap::Args;
 use creg::baseline::System;
 use creg::frozen;
-use creg::plan::PROTOCOL_SEEDS;
 use creg::render::Condition;
 use creg::report;
 use creg::score::aggregate;
@@ -32,8 +31,9 @@ pub struct BaselineArgs {
     /// Conditions to label the samples with (a baseline reads the scenario, not the prompt).
     #[arg(long, value_delimiter = ',', default_values_t = principal())]
     condition: Vec<String>,
-    #[arg(long, value_delimiter = ',', default_values_t = PROTOCOL_SEEDS)]
-    seeds: Vec<u64>,
+    /// Seeds: --seeds 42 43 44, --seeds 42,43,44 or --seeds "42 43 44".
+    #[arg(long, num_args = 1.., default_values_t = crate::seeds::protocol())]
+    seeds: Vec<crate::seeds::Seeds>,
     /// Report folder (default outputs/<system>/baseline).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -43,7 +43,12 @@ pub struct BaselineArgs {
 pub fn baseline(args: BaselineArgs) -> anyhow::Result<ExitCode> {
     let suite = frozen::frozen_suite()?;
     let started = Instant::now();
-    let samples = creg::baseline_run::run_suite(args.system, &suite, &args.condition, &args.seeds)?;
+    let samples = creg::baseline_run::run_suite(
+        args.system,
+        &suite,
+        &args.condition,
+        &crate::seeds::flat(&args.seeds),
+    )?;
     let agg = aggregate::aggregate(&samples, &suite);
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("outputs")

@@ -3,16 +3,17 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use indicatif::ProgressBar;
 use runner_core::run::model::Loaded;
 use runner_core::run::Workload;
 use runner_engine::candle::load::hub::Panel;
-use runner_engine::served::client::{RetryPolicy, Traffic};
+use runner_engine::served::client::{RetryPolicy, Traffic, Waiting};
 use runner_engine::served::prompt::LocalPrompts;
 use runner_engine::served::wire::redact;
 use runner_engine::served::{ServedBackend, ServedOptions, DEFAULT_CONCURRENCY};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ServedArgs {
@@ -57,7 +58,7 @@ pub fn load(
     args: &ServedArgs,
     workload: &dyn Workload,
     panel: &Panel,
-) -> Result<Option<(Loaded, Arc<Traffic>)>> {
+) -> Result<Option<Served>> {
     if args.request_timeout == 0 || args.request_timeout > MAX_REQUEST_TIMEOUT {
         bail!(
             "--request-timeout {}: give the seconds one request may take, from 1 to \
@@ -94,19 +95,24 @@ pub fn load(
         .map(|t| LocalPrompts::load(t, panel))
         .transpose()
         .context("loading the tokenizer for completions mode")?;
-    let backend = ServedBackend::connect(ServedOptions {
-        endpoint: endpoint.clone(),
-        model: served_name.clone(),
-        api_key,
-        prompts,
-        concurrency: args.concurrency,
-        server_deterministic: args.server_deterministic,
-        policy: RetryPolicy {
-            request_timeout: Duration::from_secs(args.request_timeout),
-            give_up_after: Duration::from_secs(args.retry_for),
-            ..RetryPolicy::default()
+    let traffic = Arc::new(Traffic::default());
+    let watch = Watch::start(traffic.clone(), redact(&endpoint));
+    let backend = ServedBackend::connect_with(
+        ServedOptions {
+            endpoint: endpoint.clone(),
+            model: served_name.clone(),
+            api_key,
+            prompts,
+            concurrency: args.concurrency,
+            server_deterministic: args.server_deterministic,
+            policy: RetryPolicy {
+                request_timeout: Duration::from_secs(args.request_timeout),
+                give_up_after: Duration::from_secs(args.retry_for),
+                ..RetryPolicy::default()
+            },
         },
-    })
+        traffic,
+    )
     .with_context(|| format!("connecting to {}", redact(&endpoint)))?;
     // A panel name labels the run as the panel does; a served name may be a path or
     // an org/name pair.
@@ -127,8 +133,8 @@ pub fn load(
          on its batching, so a resumed or repeated run may not reproduce them"
             .to_string()
     });
-    Ok(Some((
-        Loaded {
+    Ok(Some(Served {
+        loaded: Loaded {
             context: backend.context(),
             backend: Box::new(backend),
             label,
@@ -136,15 +142,124 @@ pub fn load(
             warning,
         },
         traffic,
-    )))
+        watch,
+    }))
 }
 
-/// The progress bar's addition: requests in flight and retries.
+/// A served model, loaded: the backend, the counters its bar shows, and the watch that
+/// says when the server stops answering (for as long as it lives).
+pub struct Served {
+    pub loaded: Loaded,
+    pub traffic: Arc<Traffic>,
+    pub watch: Watch,
+}
+
+/// How often a server that still does not answer is said again.
+const REPEAT: Duration = Duration::from_secs(10);
+
+/// Says on stderr, within a fraction of a second of the first failed attempt, that the
+/// server does not answer (its address, what is retried, why it failed and for how
+/// long it is retried), again every [`REPEAT`] while it still does not, and once when
+/// it answers again. It stops when dropped.
+pub struct Watch {
+    stop: Arc<AtomicBool>,
+    bar: Arc<Mutex<Option<ProgressBar>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watch {
+    /// `endpoint` as shown: redacted.
+    pub fn start(traffic: Arc<Traffic>, endpoint: String) -> Watch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let bar: Arc<Mutex<Option<ProgressBar>>> = Arc::default();
+        let (stop2, bar2) = (stop.clone(), bar.clone());
+        let thread = std::thread::spawn(move || {
+            let say = |line: String| match bar2.lock().ok().and_then(|b| b.clone()) {
+                Some(b) => b.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
+            };
+            // The silence last said (its start) and when it was said.
+            let mut said: Option<(Instant, Instant)> = None;
+            while !stop2.load(Ordering::Relaxed) {
+                match traffic.waiting() {
+                    Some(w) => {
+                        if let Some(line) = waiting_line(&endpoint, &w, said) {
+                            say(line);
+                            said = Some((w.since, Instant::now()));
+                        }
+                    }
+                    None => {
+                        if let Some((since, _)) = said.take() {
+                            say(format!(
+                                "the server at {endpoint} answers again (after {:.0} s)",
+                                since.elapsed().as_secs_f64()
+                            ));
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Watch {
+            stop,
+            bar,
+            thread: Some(thread),
+        }
+    }
+
+    /// Lines are printed above this bar from now on, not through it.
+    pub fn set_bar(&self, bar: &ProgressBar) {
+        if let Ok(mut b) = self.bar.lock() {
+            *b = Some(bar.clone());
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().ok();
+        }
+    }
+}
+
+/// The line to print about the server's silence `w`, if one is due: at its start, then
+/// every [`REPEAT`]; `said` is the silence last said and when.
+fn waiting_line(endpoint: &str, w: &Waiting, said: Option<(Instant, Instant)>) -> Option<String> {
+    let left = w
+        .give_up_at
+        .saturating_duration_since(Instant::now())
+        .as_secs_f64();
+    match said {
+        Some((since, at)) if since == w.since && at.elapsed() < REPEAT => None,
+        Some((since, _)) if since == w.since => Some(format!(
+            "warning: still no answer from the server at {endpoint} after {:.0} s ({} failed \
+             attempts; last: {}); retrying {} for {left:.0} s more",
+            w.since.elapsed().as_secs_f64(),
+            w.failures,
+            w.last,
+            w.what,
+        )),
+        _ => Some(format!(
+            "warning: the server at {endpoint} is not answering ({}); retrying {} for up to \
+             {left:.0} s more (--retry-for)",
+            w.last, w.what
+        )),
+    }
+}
+
+/// The progress bar's addition: requests in flight, retries, and how long the server
+/// has not answered, while it does not.
 pub fn bar_note(traffic: &Traffic) -> String {
     format!(
-        " | in flight {} | retries {}",
+        " | in flight {} | retries {}{}",
         traffic.in_flight.load(Ordering::Relaxed),
-        traffic.retries.load(Ordering::Relaxed)
+        traffic.retries.load(Ordering::Relaxed),
+        traffic.waiting().map_or(String::new(), |w| format!(
+            " | no answer for {:.0} s",
+            w.since.elapsed().as_secs_f64()
+        ))
     )
 }
 

@@ -23,8 +23,8 @@ pub struct SmokeArgs {
     /// New tokens per fixture sample (the protocol's 512 would only make the smoke slow).
     #[arg(long, default_value_t = 16)]
     max_new_tokens: usize,
-    /// The fixture model's architecture: qwen2, llama or gemma3.
-    #[arg(long, default_value = "qwen2")]
+    /// The fixture model's architecture.
+    #[arg(long, default_value = "qwen2", value_parser = super::engine::arch_names())]
     arch: String,
 }
 

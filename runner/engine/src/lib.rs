@@ -149,8 +149,9 @@ pub trait Backend {
     /// A short description for the run manifest (model, revision, device, dtype).
     fn describe(&self) -> String;
 
-    /// Samples worth handing over in one call: the runner journals (and syncs) once per
-    /// call, so this trades fsyncs against work lost to a crash.
+    /// Requests worth giving in one call: the runner journals at the end of a call that
+    /// ends quickly, and within a call when the backend is idle or a second has passed
+    /// (see `runner_core::run`), so this trades fsyncs against work lost to a crash.
     fn preferred_batch(&self) -> usize {
         64
     }
@@ -220,6 +221,9 @@ pub enum EngineError {
     Model(String),
     #[error("model not available: {0}")]
     NotAvailable(String),
+    /// A served model's server did not answer through the retry window.
+    #[error("{0}")]
+    ServerDown(String),
     #[error("device: {0}")]
     Device(String),
     /// Refused before loading: the model would not fit.

@@ -1,9 +1,12 @@
 //! What a new user meets first: each refusal names the cause and the way out, not a
 //! neighbouring cause.
 
-use crate::common::{runner_exe, s, scratch, text};
+use crate::common::{json, ok, runner, runner_exe, s, scratch, text};
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
-use std::process::Command;
+use runner_engine::candle::models::ARCHITECTURES;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 #[test]
 fn a_gated_model_with_no_hub_in_reach_blames_the_network_not_the_licence() {
@@ -91,4 +94,215 @@ fn prompts_longer_than_the_context_say_what_helps_instead_of_give_at_most_0() {
     assert!(err.contains("--suite-vocab 4096"), "{err}");
     assert!(!err.contains("give at most 0"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn seeds_are_taken_as_the_help_shows_them_spaced_quoted_or_with_commas() {
+    for command in ["run", "baseline"] {
+        let help = text(&ok(&[command, "--help"]).stdout);
+        assert!(
+            help.contains("[default: 42 43 44]"),
+            "{command} --help:\n{help}"
+        );
+    }
+    let dir = scratch("seeds");
+    let forms: [&[&str]; 4] = [
+        &["run", "--seeds", "7", "8", "9", "--model", "oracle"],
+        // No subcommand: `runner` is `runner run`.
+        &["--seeds", "7", "8", "9", "--model", "oracle"],
+        &["--model", "oracle", "--seeds", "7 8 9"],
+        &["run", "--model", "oracle", "--seeds", "7,8,9"],
+    ];
+    for (i, form) in forms.iter().enumerate() {
+        let out_dir = dir.join(i.to_string());
+        let mut args = form.to_vec();
+        args.extend(["--condition", "structured_list", "--tasks", "belief"]);
+        args.extend(["--limit", "1", "--quiet", "--out", s(&out_dir)]);
+        ok(&args);
+        let m = json(&out_dir.join("oracle/creg-v1.0/manifest.json"));
+        assert_eq!(
+            m["identity"]["plan"]["seeds"],
+            serde_json::json!([7, 8, 9]),
+            "{args:?}"
+        );
+    }
+    // The baseline command takes them alike: two seeds, twice the suite's 2,200 samples.
+    let out = ok(&[
+        "baseline",
+        "--system",
+        "oracle",
+        "--condition",
+        "structured_list",
+        "--seeds",
+        "7",
+        "8",
+        "--out",
+        s(&dir.join("baseline")),
+    ]);
+    let said = text(&out.stdout);
+    assert!(said.contains("4400 samples"), "{said}");
+    let bad = runner(&["--model", "oracle", "--seeds", "7 x", "--out", s(&dir)]);
+    assert!(!bad.status.success());
+    let err = text(&bad.stderr);
+    assert!(err.contains("--seeds") && err.contains("\"x\""), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_server_that_does_not_answer_is_said_at_once_and_named_at_the_end() {
+    let dir = scratch("served");
+    let started = Instant::now();
+    // Nothing listens on port 9: every connection is refused.
+    let mut child = Command::new(runner_exe())
+        .args([
+            "--endpoint",
+            "http://user:secret@127.0.0.1:9/v1",
+            "--model",
+            "served-x",
+        ])
+        .args(["--retry-for", "3", "--out", s(&dir)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines: Vec<(Duration, String)> = BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map(|l| (started.elapsed(), l.unwrap()))
+        .collect();
+    let status = child.wait().unwrap();
+    let ended = started.elapsed();
+    assert!(!status.success());
+    let all: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    let all = all.join("\n");
+    assert!(!all.contains("secret"), "credentials shown:\n{all}");
+    // Said while waiting, long before the window closes...
+    let (first_at, first) = &lines[0];
+    assert!(
+        first.contains("http://127.0.0.1:9/v1") && first.contains("not answering"),
+        "{all}"
+    );
+    assert!(first.contains("retrying"), "{all}");
+    assert!(
+        *first_at < Duration::from_millis(2500) && ended - *first_at > Duration::from_millis(1500),
+        "first line at {first_at:?}, the end at {ended:?}:\n{all}"
+    );
+    // ...and at the end: the server did not answer, not that the model is unavailable.
+    let last = &lines.last().unwrap().1;
+    assert!(last.starts_with("error: "), "{all}");
+    assert!(last.contains("did not answer"), "{all}");
+    assert!(last.to_lowercase().contains("connection refused"), "{all}");
+    assert!(last.contains("--retry-for"), "{all}");
+    assert!(!all.contains("model not available"), "{all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scoring_a_folder_that_does_not_exist_says_so() {
+    let dir = scratch("nope");
+    let merged = dir.join("merged");
+    for args in [
+        vec!["score", s(&dir)],
+        vec!["merge", s(&dir), "--out", s(&merged)],
+    ] {
+        let out = runner(&args);
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(s(&dir)) && err.contains("does not exist"),
+            "{err}"
+        );
+        assert!(!err.contains("not a manifest"), "{err}");
+    }
+}
+
+#[test]
+fn fixture_smoke_and_bench_help_list_every_architecture() {
+    for command in ["fixture", "smoke", "bench"] {
+        let help = text(&ok(&[command, "--help"]).stdout);
+        for a in &ARCHITECTURES {
+            assert!(
+                help.contains(a.name),
+                "{command} --help omits {}:\n{help}",
+                a.name
+            );
+        }
+    }
+}
+
+#[test]
+fn merging_too_few_shards_warns_on_stderr_and_last() {
+    let dir = scratch("merge");
+    let shard = dir.join("oracle/creg-v1.0.shard-0-of-2");
+    ok(&[
+        "--model",
+        "oracle",
+        "--shard",
+        "0/2",
+        "--limit",
+        "1",
+        "--quiet",
+        "--out",
+        s(&dir),
+    ]);
+    // stdout and stderr into one file, in the order they were written.
+    let log = dir.join("merge.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = Command::new(runner_exe())
+        .args(["merge", s(&shard), "--out", s(&dir.join("merged"))])
+        .stdout(Stdio::from(file.try_clone().unwrap()))
+        .stderr(Stdio::from(file))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let said = std::fs::read_to_string(&log).unwrap();
+    let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        last.starts_with("warning: ") && last.contains("are missing"),
+        "the warning is not the last word:\n{said}"
+    );
+    // On stderr, not stdout.
+    let out = runner(&["merge", s(&shard), "--out", s(&dir.join("merged2"))]);
+    assert!(text(&out.stderr).contains("are missing"));
+    assert!(!text(&out.stdout).contains("are missing"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_prints_a_compact_table_and_points_at_json_for_the_rest() {
+    let out = ok(&[
+        "bench",
+        "--size",
+        "tiny",
+        "--device",
+        "cpu",
+        "--batch",
+        "1,2",
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        "4",
+        "--repeat=1",
+    ]);
+    let said = text(&out.stdout);
+    let table: Vec<&str> = said.lines().filter(|l| l.starts_with('|')).collect();
+    let header: Vec<&str> = table[0]
+        .trim_matches('|')
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert!(header.len() <= 10, "{} columns: {header:?}", header.len());
+    for want in [
+        "batch",
+        "row limit",
+        "prefill (tok/s)",
+        "decode (tok/s)",
+        "step forward (ms)",
+        "step sampler (ms)",
+        "kv cache (MiB)",
+        "peak rss (MiB)",
+    ] {
+        assert!(header.contains(&want), "no {want:?} in {header:?}");
+    }
+    let after = said.split(table[table.len() - 1]).nth(1).unwrap();
+    assert!(after.contains("--json"), "{said}");
 }

@@ -72,6 +72,23 @@ pub struct Traffic {
     pub warned: AtomicUsize,
     /// Model names answers came from other than the one asked.
     other_models: Mutex<BTreeSet<String>>,
+    /// Since when the server has not answered, while it has not: shown at once, and
+    /// cleared by its next answer.
+    waiting: Mutex<Option<Waiting>>,
+}
+
+/// The server not answering: since the first failed attempt after its last answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    /// What is being retried, e.g. `GET http://host:8000/v1/models` (no credentials).
+    pub what: String,
+    pub since: Instant,
+    /// Failed attempts so far, over every request in flight.
+    pub failures: usize,
+    /// Why the latest attempt failed, e.g. `connection refused`.
+    pub last: String,
+    /// When every request will have given up, at the latest (the retry window).
+    pub give_up_at: Instant,
 }
 
 /// Warnings kept for after the run; the rest are counted.
@@ -83,6 +100,32 @@ impl Traffic {
             if let Ok(mut w) = self.warnings.lock() {
                 w.push(redact(&message));
             }
+        }
+    }
+
+    /// The server's silence so far, while it lasts.
+    pub fn waiting(&self) -> Option<Waiting> {
+        self.waiting.lock().ok().and_then(|w| w.clone())
+    }
+
+    fn failed(&self, what: String, since: Instant, why: &str, give_up_at: Instant) {
+        if let Ok(mut w) = self.waiting.lock() {
+            let w = w.get_or_insert_with(|| Waiting {
+                what,
+                since,
+                failures: 0,
+                last: String::new(),
+                give_up_at,
+            });
+            w.failures += 1;
+            w.last = why.to_string();
+            w.give_up_at = w.give_up_at.max(give_up_at);
+        }
+    }
+
+    fn answered(&self) {
+        if let Ok(mut w) = self.waiting.lock() {
+            *w = None;
         }
     }
 
@@ -114,6 +157,17 @@ enum Attempt {
 impl Client {
     /// `base` is the API root, e.g. `http://host:8000/v1`.
     pub fn new(base: &str, api_key: Option<String>, policy: RetryPolicy) -> Client {
+        Client::with_traffic(base, api_key, policy, Arc::default())
+    }
+
+    /// Like [`Client::new`], counting into `traffic`, which the caller may watch from
+    /// the first attempt on (a server that does not answer is said at once).
+    pub fn with_traffic(
+        base: &str,
+        api_key: Option<String>,
+        policy: RetryPolicy,
+        traffic: Arc<Traffic>,
+    ) -> Client {
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(Duration::from_secs(10).min(policy.request_timeout))
             .timeout(policy.request_timeout)
@@ -126,7 +180,7 @@ impl Client {
             base: base.trim_end_matches('/').to_string(),
             api_key,
             policy,
-            traffic: Arc::new(Traffic::default()),
+            traffic,
         }
     }
 
@@ -177,6 +231,9 @@ impl Client {
             self.traffic.in_flight.fetch_add(1, Ordering::Relaxed);
             let outcome = self.once(&url, body);
             self.traffic.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if !matches!(outcome, Attempt::Retry(..)) {
+                self.traffic.answered();
+            }
             let (why, hint) = match outcome {
                 Attempt::Done(text) => match accept(&text) {
                     Ok(v) => return Ok(v),
@@ -202,6 +259,13 @@ impl Client {
             };
             let since = *first_failure.get_or_insert_with(Instant::now);
             let waited = since.elapsed();
+            let method = if body.is_some() { "POST" } else { "GET" };
+            self.traffic.failed(
+                format!("{method} {}", redact(&url)),
+                since,
+                &why,
+                since + self.policy.give_up_after,
+            );
             if waited >= self.policy.give_up_after {
                 return Err(CallError::Unavailable {
                     url: redact(&url),
@@ -245,8 +309,37 @@ impl Client {
                     Attempt::Refused(status, message)
                 }
             }
-            Err(ureq::Error::Transport(t)) => Attempt::Retry(redact(&t.to_string()), None),
+            Err(ureq::Error::Transport(t)) => Attempt::Retry(transport_reason(&t), None),
         }
+    }
+}
+
+/// Why no answer came, in words: `connection refused` rather than ureq's
+/// `http://host/v1/models: Connection Failed: Connect error: Connection refused (os
+/// error 111)` (the URL is said beside it).
+fn transport_reason(t: &ureq::Transport) -> String {
+    use std::error::Error as _;
+    let mut io_kind = None;
+    let mut cause = t.source();
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+            break;
+        }
+        cause = c.source();
+    }
+    match (t.kind(), io_kind) {
+        (_, Some(std::io::ErrorKind::ConnectionRefused)) => {
+            "connection refused (nothing listens at that address and port)".into()
+        }
+        (_, Some(std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)) => {
+            "timed out (no answer within the connect or --request-timeout limit)".into()
+        }
+        (_, Some(std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted)) => {
+            "the connection was dropped".into()
+        }
+        (ureq::ErrorKind::Dns, _) => "the host name does not resolve".into(),
+        _ => redact(&t.to_string()),
     }
 }
 
@@ -394,9 +487,23 @@ mod tests {
         let err = c.get("/models").unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(3));
         match err {
-            CallError::Unavailable { attempts, .. } => assert!(attempts >= 3, "{attempts}"),
+            CallError::Unavailable {
+                attempts, ref last, ..
+            } => {
+                assert!(attempts >= 3, "{attempts}");
+                assert!(last.starts_with("connection refused"), "{last}");
+            }
             other => panic!("{other}"),
         }
         assert!(c.traffic.retries.load(Ordering::Relaxed) >= 2);
+        // The silence stays on record for a watcher until an answer clears it.
+        let w = c.traffic.waiting().expect("the silence is on record");
+        assert_eq!(w.what, format!("GET http://127.0.0.1:{port}/v1/models"));
+        assert!(
+            w.failures >= 3 && w.last.starts_with("connection refused"),
+            "{w:?}"
+        );
+        c.traffic.answered();
+        assert!(c.traffic.waiting().is_none());
     }
 }

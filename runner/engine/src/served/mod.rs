@@ -71,8 +71,25 @@ impl ServedBackend {
     /// Checks that the server serves `model` and finds which way of overriding the
     /// sampling defaults it accepts (a one-token request per try).
     pub fn connect(opts: ServedOptions) -> Result<ServedBackend, EngineError> {
-        let client = Client::new(&opts.endpoint, opts.api_key, opts.policy);
-        let models = client.get("/models").map_err(|e| unavailable(&e))?;
+        ServedBackend::connect_with(opts, Arc::default())
+    }
+
+    /// Like [`ServedBackend::connect`], counting into `traffic` from the first request
+    /// on, so that a caller can say at once that the server does not answer.
+    pub fn connect_with(
+        opts: ServedOptions,
+        traffic: Arc<Traffic>,
+    ) -> Result<ServedBackend, EngineError> {
+        let client = Client::with_traffic(&opts.endpoint, opts.api_key, opts.policy, traffic);
+        let models = client.get("/models").map_err(|e| match e {
+            CallError::Unavailable { .. } => EngineError::ServerDown(format!(
+                "{e}. Check that the server is running and that the endpoint is its API root \
+                 (e.g. http://host:8000/v1); --retry-for sets how long to keep trying ({} s \
+                 this time)",
+                client.policy.give_up_after.as_secs()
+            )),
+            other => unavailable(&other),
+        })?;
         let server_model = identity::model_entry(&models, &opts.model)
             .map_err(|m| EngineError::NotAvailable(format!("{}: {m}", client.url("/models"))))?;
         let mode = match opts.prompts {
@@ -255,7 +272,7 @@ fn unavailable(e: &CallError) -> EngineError {
         CallError::Refused { .. } | CallError::Unreadable { .. } => {
             EngineError::NotAvailable(e.to_string())
         }
-        CallError::Unavailable { .. } => EngineError::NotAvailable(format!(
+        CallError::Unavailable { .. } => EngineError::ServerDown(format!(
             "{e}. The run stops here: every sample finished so far is journaled, and rerunning \
              the same command resumes once the server is back"
         )),
