@@ -151,39 +151,52 @@ impl CregWorkload {
 
     /// Every journaled sample of `runs` (label, records), scored and aggregated.
     pub fn aggregate(&self, runs: &[(String, Vec<SampleRecord>)]) -> Result<Aggregate, String> {
-        let mut scored = Vec::new();
-        for (model, records) in runs {
-            for r in records {
-                let (s, q, score) = self
-                    .score_sample(r)
-                    .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
-                scored.push(Scored::new(model, &r.condition, r.seed, s, q, score));
-            }
-        }
-        Ok(aggregate::aggregate(&scored, &self.suite))
+        Ok(aggregate::aggregate(&self.scored(runs, None)?, &self.suite))
     }
 
     /// Every journaled sample of `runs` for the HTML's sample browser, with the
     /// prompts of this plan.
     pub fn browser(&self, runs: &[(String, Vec<SampleRecord>)]) -> Result<Browser, String> {
+        Ok(self.aggregate_and_browser(runs)?.1)
+    }
+
+    /// [`CregWorkload::aggregate`] and [`CregWorkload::browser`], each sample scored once.
+    pub fn aggregate_and_browser(
+        &self,
+        runs: &[(String, Vec<SampleRecord>)],
+    ) -> Result<(Aggregate, Browser), String> {
         let mut b = Browser {
             group_name: "regime".into(),
             ..Browser::default()
         };
-        for (model, records) in runs {
-            for r in records {
-                let (s, q, score) = self
-                    .score_sample(r)
-                    .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
-                crate::report::browser::push_sample(&mut b, model, r, s, q, &score);
-            }
-        }
+        let scored = self.scored(runs, Some(&mut b))?;
         b.add_prompts(
             self.jobs
                 .iter()
                 .map(|j| (j.request.id.to_string(), j.request.prompt.plain_text())),
         );
-        Ok(b)
+        Ok((aggregate::aggregate(&scored, &self.suite), b))
+    }
+
+    /// Every sample of `runs` scored, and added to `browser` where one is given.
+    fn scored(
+        &self,
+        runs: &[(String, Vec<SampleRecord>)],
+        mut browser: Option<&mut Browser>,
+    ) -> Result<Vec<Scored>, String> {
+        let mut scored = Vec::with_capacity(runs.iter().map(|(_, r)| r.len()).sum());
+        for (model, records) in runs {
+            for r in records {
+                let (s, q, score) = self
+                    .score_sample(r)
+                    .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
+                if let Some(b) = browser.as_deref_mut() {
+                    crate::report::browser::push_sample(b, model, r, s, q, &score);
+                }
+                scored.push(Scored::new(model, &r.condition, r.seed, s, q, score));
+            }
+        }
+        Ok(scored)
     }
 }
 
@@ -251,14 +264,12 @@ impl Workload for CregWorkload {
         dir: &Path,
         title: &str,
     ) -> Result<String, RunError> {
-        let agg = self.aggregate(runs).map_err(|message| RunError::Score {
-            path: dir.to_path_buf(),
-            message,
-        })?;
-        let browser = self.browser(runs).map_err(|message| RunError::Score {
-            path: dir.to_path_buf(),
-            message,
-        })?;
+        let (agg, browser) =
+            self.aggregate_and_browser(runs)
+                .map_err(|message| RunError::Score {
+                    path: dir.to_path_buf(),
+                    message,
+                })?;
         let label = runs.first().map_or("", |(l, _)| l.as_str());
         let provenance = report::Provenance::new(
             Some(self.identity.suite_sha256.clone()),

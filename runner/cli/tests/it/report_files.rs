@@ -276,13 +276,22 @@ fn a_run_writes_a_self_contained_html_report_with_every_sample() {
     let samples = samples.as_array().unwrap();
     assert_eq!(samples.len(), journal_len(&oracle));
     let shared = block(&html, "data-shared");
-    // Each prompt once, keyed by request id, for every request a sample answers.
+    // Each prompt once, keyed by request id, for every request a sample answers: the
+    // indices of its lines, each distinct line stored once.
     let ids: BTreeSet<&str> = samples.iter().map(|s| s["id"].as_str().unwrap()).collect();
     let prompts = shared["prompts"].as_object().unwrap();
     assert_eq!(prompts.len(), ids.len());
-    assert!(ids
-        .iter()
-        .all(|id| prompts[*id].as_str().unwrap().len() > 200));
+    let lines = shared["lines"].as_array().unwrap();
+    let prompt = |id: &str| -> String {
+        let at = prompts[id].as_array().unwrap();
+        let text: Vec<&str> = at
+            .iter()
+            .map(|k| lines[k.as_u64().unwrap() as usize].as_str().unwrap())
+            .collect();
+        text.join("\n")
+    };
+    assert!(ids.iter().all(|id| prompt(id).len() > 200));
+    assert!(lines.len() < prompts.values().map(|p| p.as_array().unwrap().len()).sum());
     assert!(samples
         .iter()
         .all(|s| shared["references"].get(s["r"].as_str().unwrap()).is_some()));
@@ -333,11 +342,13 @@ fn a_probe_run_writes_its_html_report_from_the_scores_json() {
     let post = &scores["systems"][0]["probe"]["post_acc"]["mean"];
     assert!(post.is_number());
     assert!(html.contains(&format!(
-        "data-cell=\"/systems/0/probe/post_acc\">{:.3}",
+        "data-cell=\"oracle|probe/post_acc\"><a href=\"#samples?model=oracle&amp;question=post\">{:.3}</a>",
         post.as_f64().unwrap()
     )));
-    // Breakdowns are tables of their own, the PIT part is marked exploratory.
-    assert!(html.contains("<h5>by</h5>") || html.contains(">by</h"));
+    // Breakdowns are tables of their own beside the hop figure, the PIT part is marked
+    // exploratory, and the tables are in tables.tex too.
+    assert!(html.contains("id=\"by-domain\"") && html.contains("id=\"fig-hop\""));
+    assert!(dir.join("tables.tex").is_file());
     assert!(html.contains("not human-validated"));
     let samples = block(&html, "data-samples");
     assert_eq!(samples.as_array().unwrap().len(), journal_len(&dir));
@@ -548,7 +559,7 @@ fn a_probe_report_gives_each_sample_its_items_facets_and_links_breakdowns_to_the
             assert_eq!(cells.len(), 4);
         }
         for (cell, e) in cells {
-            let key = format!("/systems/0/probe/by/{breakdown}/{cell}");
+            let key = format!("oracle|probe/by/{breakdown}/{cell}");
             let link = cell_link(&html, &key);
             assert!(
                 link.contains(&(facet.to_string(), cell.clone())),
@@ -564,7 +575,7 @@ fn a_probe_report_gives_each_sample_its_items_facets_and_links_breakdowns_to_the
     // Point-in-time cells link to their queries.
     let pit = &scores["systems"][0]["pit"]["by_label"];
     for (label, e) in pit.as_object().unwrap() {
-        let link = cell_link(&html, &format!("/systems/0/pit/by_label/{label}"));
+        let link = cell_link(&html, &format!("oracle|pit/by_label/{label}"));
         let shown = filtered(samples, &link);
         assert_eq!(shown.len() as u64, e["values"].as_u64().unwrap(), "{label}");
     }

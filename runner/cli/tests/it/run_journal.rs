@@ -10,7 +10,7 @@ use creg::workload::{load_suite, CregWorkload};
 use runner_core::journal::{batches, read_records, JOURNAL_FILE};
 use runner_core::run::rescore::{rescore, Rescore};
 use runner_core::run::{
-    execute, manifest::manifest, Observer, Quiet, Running, Workload, JOURNAL_EVERY,
+    execute, manifest::manifest, Observer, Quiet, Running, Workload, JOURNAL_EVERY, JOURNAL_GRACE,
 };
 use runner_engine::batch::BatchStats;
 use runner_engine::{Backend, EngineError, Request, Sample, Sampling};
@@ -47,9 +47,13 @@ fn samples_reach_the_journal_while_the_backend_call_is_still_running() {
         shard: None,
     };
     let workload = CregWorkload::new(suite, sha, spec, 64, Sampling::PROTOCOL).unwrap();
-    let mut backend = workload
-        .baseline("oracle")
-        .expect("the oracle answers CREG");
+    // The oracle answers at once; a call that ends within JOURNAL_GRACE is journaled at
+    // its end. This one takes its time first, as a model would.
+    let mut backend = Slow(
+        workload
+            .baseline("oracle")
+            .expect("the oracle answers CREG"),
+    );
     let planned: usize = workload.jobs().iter().map(|j| j.request.seeds.len()).sum();
     assert!(
         planned > 4 * JOURNAL_EVERY && planned <= backend.preferred_batch(),
@@ -62,15 +66,7 @@ fn samples_reach_the_journal_while_the_backend_call_is_still_running() {
         seen: Vec::new(),
         calls_ended: 0,
     };
-    execute(
-        backend.as_mut(),
-        &workload,
-        &m,
-        &dir,
-        "oracle",
-        &mut observer,
-    )
-    .unwrap();
+    execute(&mut backend, &workload, &m, &dir, "oracle", &mut observer).unwrap();
 
     assert_eq!(
         observer.calls_ended, 1,
@@ -95,6 +91,26 @@ fn samples_reach_the_journal_while_the_backend_call_is_still_running() {
     assert_eq!(keys.len(), planned, "every sample journaled exactly once");
     assert_eq!(records.len(), planned);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A backend that thinks for [`JOURNAL_GRACE`] before its answers.
+struct Slow(Box<dyn Backend>);
+
+impl Backend for Slow {
+    fn describe(&self) -> String {
+        "the oracle, slowly".into()
+    }
+    fn preferred_batch(&self) -> usize {
+        self.0.preferred_batch()
+    }
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        std::thread::sleep(JOURNAL_GRACE);
+        self.0.generate_each(requests, on_sample)
+    }
 }
 
 /// A backend that batches: the oracle's answers with decode-batch figures of its own

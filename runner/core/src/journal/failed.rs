@@ -88,6 +88,37 @@ impl FailedLog {
     }
 }
 
+/// The failures a run folder's reports show: the lines of the identity its manifest
+/// names whose sample the journal does not hold (answered later, on a retry), the latest
+/// reason of each, by request and seed. Reads only, and reads the journal only when
+/// there is a failure to weigh; a folder without the file or a manifest has none.
+pub fn standing(dir: &Path) -> Result<Vec<Failure>, JournalError> {
+    let (lines, _, _) = read_lines(&dir.join(FAILED_FILE))?;
+    if lines.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(manifest) = crate::journal::read_manifest(dir)? else {
+        return Ok(Vec::new());
+    };
+    let ours = crate::journal::identity_sha256(&manifest.identity);
+    let journal = dir.join(crate::journal::JOURNAL_FILE);
+    let answered: std::collections::BTreeSet<(String, u64)> =
+        crate::journal::read_records(&journal, false)?
+            .records
+            .iter()
+            .map(crate::journal::SampleRecord::key)
+            .collect();
+    let mut latest: BTreeMap<(String, u64), Failure> = BTreeMap::new();
+    for f in lines.into_iter().filter(|f| f.identity_sha256 == ours) {
+        latest.insert((f.request_id.clone(), f.seed), f);
+    }
+    Ok(latest
+        .into_iter()
+        .filter(|(k, _)| !answered.contains(k))
+        .map(|(_, f)| f)
+        .collect())
+}
+
 /// The whole lines of `path`, where they end, and the file's length.
 fn read_lines(path: &Path) -> Result<(Vec<Failure>, usize, usize), JournalError> {
     let bytes = match std::fs::read(path) {
@@ -148,6 +179,62 @@ mod tests {
             read_lines(&path),
             Err(JournalError::Corrupt { line: 1, .. })
         ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_standing_failures_are_this_identitys_unanswered_ones() {
+        use crate::journal::{Manifest, SampleRecord};
+        let dir = std::env::temp_dir().join(format!("creg-standing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(standing(&dir).unwrap().is_empty(), "no folder, no failures");
+        let manifest = Manifest {
+            identity: serde_json::json!({"model": {"name": "served"}}),
+            context: serde_json::json!({}),
+        };
+        let (mut journal, _) = Journal::open(&dir, &manifest).unwrap();
+        let mut log = FailedLog::open(&journal).unwrap();
+        log.append("a", 1, "body over 10 MB").unwrap();
+        log.append("b", 1, "first reason").unwrap();
+        log.append("b", 1, "lone surrogate").unwrap();
+        log.append("c", 2, "body over 10 MB").unwrap();
+        // Answered on a retry: the journal wins.
+        journal
+            .append(&[SampleRecord {
+                request_id: "c".into(),
+                seed: 2,
+                scenario: "s".into(),
+                condition: "x".into(),
+                task: "belief".into(),
+                step: 1,
+                prompt_sha256: "00".into(),
+                text: "{}".into(),
+                tokens: 1,
+                finish_reason: runner_engine::finish::FinishReason::Stop,
+                prefill_ms: 0.0,
+                decode_ms: 0.0,
+                scores: serde_json::Value::Null,
+            }])
+            .unwrap();
+        // A line of another run's identity is not this run's.
+        let mut other = std::fs::read_to_string(dir.join(FAILED_FILE)).unwrap();
+        other.push_str(
+            "{\"request_id\":\"d\",\"seed\":0,\"reason\":\"r\",\"identity_sha256\":\"other\"}\n",
+        );
+        std::fs::write(dir.join(FAILED_FILE), other).unwrap();
+        let got: Vec<(String, u64, String)> = standing(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.request_id, f.seed, f.reason))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a".into(), 1, "body over 10 MB".into()),
+                ("b".into(), 1, "lone surrogate".into())
+            ]
+        );
+        drop(journal);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

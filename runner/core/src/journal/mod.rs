@@ -60,13 +60,46 @@ pub fn identity_sha256(identity: &Value) -> String {
     runner_engine::digest::sha256_hex(without_nulls(identity).to_string().as_bytes())
 }
 
-/// A journal line: the record and the identity it was written under.
+/// A journal line: the record's fields and the identity it was written under (not a
+/// flattened [`SampleRecord`]: that buffers every line as a tree of values first).
 #[derive(Deserialize)]
 struct LineIn {
-    #[serde(flatten)]
-    record: SampleRecord,
+    request_id: String,
+    seed: u64,
+    scenario: String,
+    condition: String,
+    task: String,
+    step: usize,
+    prompt_sha256: String,
+    text: String,
+    tokens: usize,
+    finish_reason: runner_engine::finish::FinishReason,
+    prefill_ms: f64,
+    decode_ms: f64,
+    scores: Value,
     #[serde(default)]
     identity_sha256: Option<String>,
+}
+
+impl LineIn {
+    fn split(self) -> (SampleRecord, Option<String>) {
+        let record = SampleRecord {
+            request_id: self.request_id,
+            seed: self.seed,
+            scenario: self.scenario,
+            condition: self.condition,
+            task: self.task,
+            step: self.step,
+            prompt_sha256: self.prompt_sha256,
+            text: self.text,
+            tokens: self.tokens,
+            finish_reason: self.finish_reason,
+            prefill_ms: self.prefill_ms,
+            decode_ms: self.decode_ms,
+            scores: self.scores,
+        };
+        (record, self.identity_sha256)
+    }
 }
 
 #[derive(Serialize)]
@@ -146,6 +179,8 @@ pub enum JournalError {
     Unbound { path: PathBuf, samples: usize },
     #[error("{path}: not a manifest of this runner: {message}")]
     BadManifest { path: PathBuf, message: String },
+    #[error("{path}: {what}; give a run folder (outputs/<model>/<run>)")]
+    NotAFolder { path: PathBuf, what: &'static str },
     #[error(
         "{path}: this folder holds a run with other settings; differing fields: {}.\n\
          Resume with the same settings, or pass --fresh to start a new run beside it.",
@@ -322,14 +357,8 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
         let parsed = std::str::from_utf8(line)
             .map_err(|e| e.to_string())
             .and_then(|s| serde_json::from_str::<LineIn>(s).map_err(|e| e.to_string()));
-        match (parsed, end) {
-            (
-                Ok(LineIn {
-                    record,
-                    identity_sha256,
-                }),
-                Some(end),
-            ) => {
+        match (parsed.map(LineIn::split), end) {
+            (Ok((record, identity_sha256)), Some(end)) => {
                 *out.identities.entry(identity_sha256).or_default() += 1;
                 if seen.insert(record.key()) {
                     out.records.push(record);
@@ -465,6 +494,16 @@ pub struct RunReading {
 /// Reads a run folder for scoring: refused while a writer holds it, without a
 /// manifest, or when its journal holds samples of another identity.
 pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
+    if !dir.is_dir() {
+        return Err(JournalError::NotAFolder {
+            path: dir.to_path_buf(),
+            what: if dir.exists() {
+                "is a file, not a run folder"
+            } else {
+                "the folder does not exist"
+            },
+        });
+    }
     if !dir.join(MANIFEST_FILE).is_file() {
         return Err(JournalError::BadManifest {
             path: dir.join(MANIFEST_FILE),

@@ -48,7 +48,8 @@ pub fn rebind(dir: &Path) -> Result<Rebound, JournalError> {
         let Ok(parsed) = serde_json::from_slice::<LineIn>(line) else {
             continue; // a torn last line
         };
-        match parsed.identity_sha256.as_deref() {
+        let (record, identity) = parsed.split();
+        match identity.as_deref() {
             Some(h) if h != ours => {
                 foreign.extend_from_slice(line);
                 foreign.push(b'\n');
@@ -59,7 +60,7 @@ pub fn rebind(dir: &Path) -> Result<Rebound, JournalError> {
             None => done.stamped += 1,
         }
         let out = LineOut {
-            record: &parsed.record,
+            record: &record,
             identity_sha256: &ours,
         };
         serde_json::to_writer(&mut kept, &out).map_err(|e| io_error(&path, "encode", e.into()))?;

@@ -36,6 +36,8 @@ pub struct Page {
     title: String,
     nav: Vec<(String, String)>,
     body: String,
+    /// The suite's own rules, after the kit's.
+    style: String,
 }
 
 impl Page {
@@ -44,7 +46,13 @@ impl Page {
             title: title.to_string(),
             nav: Vec::new(),
             body: String::new(),
+            style: String::new(),
         }
+    }
+
+    /// Adds CSS rules after the kit's own (a suite's table layout, say).
+    pub fn style(&mut self, css: &str) {
+        self.style.push_str(css);
     }
 
     pub fn section(&mut self, id: &str, heading: &str, html: &str) {
@@ -64,8 +72,9 @@ impl Page {
         let mut out = String::with_capacity(self.body.len() + 4096);
         let _ = write!(
             out,
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{t}</title>\n<style>{CSS}</style></head>\n<body><header><h1>{t}</h1><nav>",
-            t = escape(&self.title)
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{t}</title>\n<style>{CSS}{extra}</style></head>\n<body><header><h1>{t}</h1><nav>",
+            t = escape(&self.title),
+            extra = self.style
         );
         for (id, h) in &self.nav {
             let _ = write!(out, "<a href=\"#{id}\">{}</a>", escape(h));
@@ -76,12 +85,13 @@ impl Page {
             let enc = b.encode()?;
             let _ = write!(
                 out,
-                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\" data-group=\"{g}\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-details\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
+                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\" data-group=\"{g}\" data-category=\"{cat}\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-details\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
                 enc.samples,
                 enc.details,
                 enc.shared,
                 n = b.samples.len(),
-                g = escape(&b.group_name)
+                g = escape(&b.group_name),
+                cat = escape(&b.category_name)
             );
         } else {
             out.push_str("</main>\n");

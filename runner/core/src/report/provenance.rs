@@ -2,6 +2,7 @@
 //! manifest (suite and spec hashes, model revisions, sampling, seeds, device, dates).
 
 use crate::journal::batches::{self, Invocation};
+use crate::journal::failed::{self, Failure};
 use runner_engine::batch::UTILIZATION_MEANING;
 use serde::Serialize;
 use serde_json::Value;
@@ -31,6 +32,12 @@ pub struct Provenance {
     pub suite_sha256: Option<String>,
     pub spec_sha256: Option<String>,
     pub runs: Vec<RunSource>,
+    /// Samples of the run that could not be had (`failed.jsonl`), not in the figures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<Failure>,
+    /// Why `failed.jsonl` could not be read, shown in place of its samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_error: Option<String>,
 }
 
 impl Provenance {
@@ -42,6 +49,8 @@ impl Provenance {
             suite_sha256,
             spec_sha256,
             runs: Vec::new(),
+            failed: Vec::new(),
+            failed_error: None,
         }
     }
 
@@ -61,6 +70,10 @@ impl Provenance {
                 invocations,
                 invocations_error,
             });
+            match failed::standing(dir) {
+                Ok(f) => self.failed = f,
+                Err(e) => self.failed_error = Some(e.to_string()),
+            }
         } else if let Some(Value::Array(runs)) = read(RUNS_FILE) {
             for r in runs {
                 if let Ok(source) = serde_json::from_value::<RunSourceIn>(r) {
@@ -75,6 +88,20 @@ impl Provenance {
             }
         }
         self
+    }
+
+    /// The failed samples grouped by reason, most frequent first (then by reason): each
+    /// reason with its samples as (request, seed).
+    pub fn failed_by_reason(&self) -> Vec<(&str, Vec<(&str, u64)>)> {
+        let mut by: std::collections::BTreeMap<&str, Vec<(&str, u64)>> = Default::default();
+        for f in &self.failed {
+            by.entry(&f.reason)
+                .or_default()
+                .push((&f.request_id, f.seed));
+        }
+        let mut out: Vec<_> = by.into_iter().collect();
+        out.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+        out
     }
 
     /// (field, value) lines, run by run, for the markdown and HTML.

@@ -5,10 +5,13 @@
 //! self-contained page with all of it and a browser over every sample.
 
 pub mod browser;
+pub mod failed;
 pub mod html;
 pub mod plots;
 pub mod summary;
 pub mod tables;
+#[cfg(test)]
+mod tests;
 
 pub use runner_core::report::{escape, write_atomic, Provenance};
 pub use runner_core::report::{Browser, BrowserSample};
@@ -42,6 +45,10 @@ pub const REVISION: [(&str, &str); 5] = [
     ("all_prefixes_correct", "all prefixes correct"),
     ("log_loss", "log loss"),
 ];
+
+/// Beside log loss wherever it is shown: what its floor is, so that the oracle's figure
+/// (which is not 0) reads right.
+pub const LOG_LOSS_NOTE: &str = "Log loss is the cross-entropy of the stated p(anomalous) p against the reference probability q (not a 0/1 outcome): −[q·ln p + (1−q)·ln(1−p)]. Its floor, reached at p = q, is the reference's own entropy, not 0: the oracle, which states q exactly, scores that floor.";
 
 /// The note that marks exploratory results, as the CREG description does: the Gemma
 /// runs outside canonical JSON were not preregistered.
@@ -122,7 +129,10 @@ pub fn write_reports(
             "scores.json",
             serde_json::to_string_pretty(a).map_err(std::io::Error::other)?,
         ),
-        ("summary.md", summary(a, title, inputs.provenance)),
+        (
+            "summary.md",
+            summary(a, title, inputs.provenance) + &failed::markdown(inputs.provenance),
+        ),
         ("tables.tex", tex(a, title)),
         ("scores.csv", csv(a)),
         ("reliability.svg", plots::reliability(a)),

@@ -8,9 +8,110 @@ use runner_core::report::plot::{color, legend, nice_ticks, open, Frame};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+/// Dash patterns, one per series in turn: where lines coincide, the later (dashed) line
+/// lets the earlier show through its gaps.
+const DASHES: [&str; 5] = ["", "7 4", "2 3", "10 3 2 3", "4 2"];
+
+/// Marker `i` (a dot, then open square, triangle, diamond and cross in turn) at (x, y):
+/// open shapes of different sizes stay apart where points coincide.
+fn marker(i: usize, x: f64, y: f64, color: &str) -> String {
+    match i % 5 {
+        0 => format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{color}\"/>"),
+        1 => format!(
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"9\" height=\"9\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.3\"/>",
+            x - 4.5,
+            y - 4.5
+        ),
+        2 => format!(
+            "<path d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.3\"/>",
+            y - 6.0,
+            x + 5.5,
+            y + 4.0,
+            x - 5.5,
+            y + 4.0
+        ),
+        3 => format!(
+            "<path d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.3\"/>",
+            y - 7.0,
+            x + 7.0,
+            y + 7.0,
+            x - 7.0
+        ),
+        _ => format!(
+            "<path d=\"M{:.1} {:.1}L{:.1} {:.1}M{:.1} {:.1}L{:.1} {:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"/>",
+            x - 4.0,
+            y - 4.0,
+            x + 4.0,
+            y + 4.0,
+            x - 4.0,
+            y + 4.0,
+            x + 4.0,
+            y - 4.0
+        ),
+    }
+}
+
+/// For each series (by its points), the first earlier series it coincides with: every
+/// point within a pixel of the other's, in order. Such lines are drawn on top of each
+/// other, and the legend says so.
+pub fn coinciding(points: &[Vec<(f64, f64)>]) -> Vec<Option<usize>> {
+    let same = |a: &[(f64, f64)], b: &[(f64, f64)]| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(p, q)| (p.0 - q.0).abs() <= 1.0 && (p.1 - q.1).abs() <= 1.0)
+    };
+    (0..points.len())
+        .map(|j| (0..j).find(|&i| same(&points[i], &points[j])))
+        .collect()
+}
+
+/// Why series have no point in the reliability diagram (a point needs a belief answer
+/// that kept the output contract, which is where the stated probability comes from),
+/// or why the diagram has none at all; empty when every series has points.
+pub fn reliability_gaps(a: &Aggregate) -> Vec<String> {
+    let plotted: BTreeSet<(&str, &str)> = a
+        .reliability
+        .iter()
+        .map(|b| (b.model.as_str(), b.condition.as_str()))
+        .collect();
+    let mut without = Vec::new();
+    for (m, c) in models_conditions(a) {
+        if plotted.contains(&(m.as_str(), c.as_str())) {
+            continue;
+        }
+        if let Some(e) = a.pooled(&m, &c, "belief", "contract_failure") {
+            let failed = (e.mean * e.values as f64).round() as usize;
+            without.push(format!(
+                "{}: {failed} of its {} belief answers failed the output contract",
+                series_label(&m, &c),
+                e.values
+            ));
+        }
+    }
+    if without.is_empty() && !a.reliability.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if a.reliability.is_empty() {
+        out.push(if without.is_empty() {
+            "The reliability diagram is empty: this report holds no belief sample.".to_string()
+        } else {
+            "The reliability diagram is empty: no belief answer kept the output contract, and an answer that fails it states no probability to bin.".to_string()
+        });
+    } else {
+        out.push("Series without points in the reliability diagram (an answer that fails the output contract states no probability to bin):".to_string());
+    }
+    if !without.is_empty() {
+        out.push(format!("{}.", without.join("; ")));
+    }
+    out
+}
+
 /// Reliability diagram: mean reference p(anomalous) against mean stated p(anomalous) per
 /// tenth of the stated range, one line per model and condition; the diagonal is perfect
-/// calibration.
+/// calibration. Each series has its own colour, marker and dash pattern; series whose
+/// points coincide are named as such in the legend, and an empty diagram says why.
 pub fn reliability(a: &Aggregate) -> String {
     let series: Vec<(String, String)> = a
         .reliability
@@ -27,10 +128,35 @@ pub fn reliability(a: &Aggregate) -> String {
         x: (0.0, 1.0),
         y: (0.0, 1.0),
     };
-    let legend_w = 260.0;
+    let points: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|(m, c)| {
+            a.reliability
+                .iter()
+                .filter(|b| &b.model == m && &b.condition == c)
+                .map(|b| (f.px(b.mean_stated), f.py(b.mean_reference)))
+                .collect()
+        })
+        .collect();
+    let same = coinciding(&points);
+    let labels: Vec<String> = series.iter().map(|(m, c)| series_label(m, c)).collect();
+    let notes: Vec<Option<String>> = same
+        .iter()
+        .map(|j| j.map(|j| format!("lines overlap: same points as {}", labels[j])))
+        .collect();
+    // Wide enough for the longest label or note (about 6.5 px a character at 11 px).
+    let longest = labels
+        .iter()
+        .chain(notes.iter().flatten())
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let legend_w = (40.0 + 6.5 * longest as f64).max(260.0);
+    let rows = series.len() + same.iter().flatten().count();
+    let height = (f.bottom() + 50.0).max(f.top + 20.0 + 16.0 * rows as f64);
     let mut s = open(
         f.left + f.width + legend_w + 20.0,
-        f.bottom() + 50.0,
+        height,
         "Reliability: stated vs reference p(anomalous)",
     );
     let ticks = nice_ticks(0.0, 1.0, 5);
@@ -49,34 +175,78 @@ pub fn reliability(a: &Aggregate) -> String {
         f.px(1.0),
         f.py(1.0)
     );
-    let mut entries = Vec::new();
-    for (i, (m, c)) in series.iter().enumerate() {
-        let points: Vec<(f64, f64)> = a
-            .reliability
+    if series.is_empty() {
+        let any_belief = models_conditions(a)
             .iter()
-            .filter(|b| &b.model == m && &b.condition == c)
-            .map(|b| (f.px(b.mean_stated), f.py(b.mean_reference)))
-            .collect();
-        let path: Vec<String> = points
+            .any(|(m, c)| a.pooled(m, c, "belief", "contract_failure").is_some());
+        let why = if !any_belief {
+            ["No points: this report holds", "no belief answer."]
+        } else {
+            [
+                "No points: no belief answer kept the output",
+                "contract, so none states a probability.",
+            ]
+        };
+        let (cx, cy) = (f.left + f.width / 2.0, f.top + f.height / 2.0);
+        let _ = writeln!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"280\" height=\"40\" fill=\"white\" stroke=\"#ccc\"/>",
+            cx - 140.0,
+            cy - 24.0
+        );
+        for (k, line) in why.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "<text class=\"empty\" x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\">{line}</text>",
+                cy - 8.0 + 16.0 * k as f64
+            );
+        }
+    }
+    let (lx, mut ly) = (f.left + f.width + 20.0, f.top + 10.0);
+    for (i, label) in labels.iter().enumerate() {
+        let dash = match DASHES[i % DASHES.len()] {
+            "" => String::new(),
+            d => format!(" stroke-dasharray=\"{d}\""),
+        };
+        let path: Vec<String> = points[i]
             .iter()
             .map(|(x, y)| format!("{x:.1},{y:.1}"))
             .collect();
         let _ = writeln!(
             s,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>",
+            "<g class=\"series\" data-series=\"{}\"><polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{dash}/>",
+            escape(label),
             path.join(" "),
             color(i)
         );
-        for (x, y) in points {
+        for &(x, y) in &points[i] {
+            s.push_str(&marker(i, x, y, color(i)));
+        }
+        s.push_str("</g>\n");
+        // The legend: a stretch of the line with its marker, the label, and where the
+        // series coincides with another, a line saying so.
+        let _ = writeln!(
+            s,
+            "<line x1=\"{lx:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"1.8\"{dash}/>{}<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+            ly - 4.0,
+            lx + 22.0,
+            ly - 4.0,
+            color(i),
+            marker(i, lx + 11.0, ly - 4.0, color(i)),
+            lx + 28.0,
+            escape(label)
+        );
+        if let Some(note) = &notes[i] {
+            ly += 16.0;
             let _ = writeln!(
                 s,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{}\"/>",
-                color(i)
+                "<text class=\"overlap\" x=\"{:.1}\" y=\"{ly:.1}\" fill=\"#555\" font-style=\"italic\">{}</text>",
+                lx + 28.0,
+                escape(note)
             );
         }
-        entries.push((series_label(m, c), color(i)));
+        ly += 16.0;
     }
-    legend(&mut s, f.left + f.width + 20.0, f.top + 10.0, &entries);
     s.push_str("</svg>\n");
     s
 }

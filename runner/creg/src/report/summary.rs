@@ -3,7 +3,7 @@
 use crate::record::Regime;
 use crate::report::{
     cell, distinct_contrasts, exploratory, models_conditions, series_label, Provenance,
-    EXPLORATORY_NOTE, HEADLINE, REVISION,
+    EXPLORATORY_NOTE, HEADLINE, LOG_LOSS_NOTE, REVISION,
 };
 use crate::score::aggregate::{Aggregate, RESAMPLES};
 use runner_core::report::markdown_text as md;
@@ -82,6 +82,7 @@ fn revision(out: &mut String, a: &Aggregate, rows: &Rows) {
         }
         out.push('\n');
     }
+    let _ = writeln!(out, "\n{LOG_LOSS_NOTE}");
 }
 
 /// A table per headline metric that has per-regime estimates: regimes by model / condition.
@@ -177,15 +178,22 @@ fn twins(out: &mut String, a: &Aggregate) {
     }
 }
 
-/// The reliability bins; no section when no belief sample had a usable answer.
+/// The reliability bins; where a series has none (or no series has any), why.
 fn reliability(out: &mut String, a: &Aggregate) {
-    if a.reliability.is_empty() {
+    let gaps = crate::report::plots::reliability_gaps(a);
+    if a.reliability.is_empty() && gaps.is_empty() {
         return;
     }
     let _ = writeln!(
         out,
         "\n## Reliability (belief samples with a usable answer)\n"
     );
+    if !gaps.is_empty() {
+        let _ = writeln!(out, "{}\n", md(&gaps.join(" ")));
+    }
+    if a.reliability.is_empty() {
+        return;
+    }
     let _ = writeln!(
         out,
         "| model / condition | stated p(anomalous) bin | samples | mean stated | mean reference |\n|---|---|---|---|---|"

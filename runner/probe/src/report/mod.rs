@@ -1,4 +1,12 @@
-//! The Probe reports: `report.html` and the facets its sample browser filters by.
+//! The Probe reports: `report.html` (headline, figures, tables, the sample browser with
+//! each item's conversation), `tables.tex`, and the facets the browser filters by.
 
 pub mod facets;
+pub mod figures;
 pub mod html;
+pub mod tables;
+pub mod tex;
+pub mod words;
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,59 @@
 //! Each planned question's facets and reference for the HTML report: the journal holds
 //! only the item id, the Probe set holds the rest.
 
-use crate::records::{Gold, PitItem, ProbeItem};
-use crate::render::{Phase, Question};
+use crate::records::{Gold, PitItem, ProbeItem, Session};
+use crate::render::{session_date, Phase, Question};
 use crate::report::facets::{self as f, ProbeFacts, QuestionFacts, POINT_IN_TIME};
 use crate::run::ProbeWorkload;
-use serde_json::json;
+use serde_json::{json, Value};
+
+/// The conversation a question was asked after, as the sample browser shows it: each
+/// session with its date and turns, the contradicting one marked, and when the question
+/// was asked (`asked`).
+fn conversation(
+    sessions: &[Session],
+    dates: Option<&[String]>,
+    mark_last: Option<String>,
+    asked: &str,
+) -> Value {
+    let n = sessions.len();
+    let sessions: Vec<Value> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, turns)| {
+            let date = dates
+                .and_then(|d| d.get(i).cloned())
+                .unwrap_or_else(|| session_date(i));
+            let mark = if i + 1 == n { mark_last.clone() } else { None };
+            json!({"title": format!("Session {} ({date})", i + 1), "turns": turns, "mark": mark})
+        })
+        .collect();
+    json!({"sessions": sessions, "asked": asked})
+}
+
+fn core_conversation(item: &ProbeItem, phase: Phase) -> Value {
+    let contradicted = item.contradicted.to_string();
+    let article = if contradicted.starts_with('a') {
+        "an"
+    } else {
+        "a"
+    };
+    let mark = format!(
+        "the contradicting turn: {article} {contradicted} fact, {}",
+        match item.axis.to_string().as_str() {
+            "update" => "updated (the world changed)",
+            _ => "corrected (the earlier statement was wrong)",
+        }
+    );
+    let asked = match phase {
+        Phase::Pre => "asked before the contradicting turn",
+        Phase::Post => "asked after the contradicting turn",
+        Phase::Followup => {
+            "asked after the contradicting turn, with the chain's statements to mark"
+        }
+    };
+    conversation(&item.sessions, None, Some(mark), asked)
+}
 
 fn gold_kind(g: &Gold) -> &'static str {
     if g.is_unknown() {
@@ -37,11 +85,14 @@ fn core_facts(item: &ProbeItem, phase: Phase) -> QuestionFacts {
                 &item.gold_post
             };
             facets.push(pair(f::GOLD, gold_kind(gold)));
-            json!({"question": item.question, "gold": gold})
+            json!({"question": item.question, "gold": gold,
+                "conversation": core_conversation(item, phase)})
         }
         Phase::Followup => json!({
+            "question": "Which statements does the last turn make no longer current, and is it an update or a correction?",
             "gold_invalidated": item.gold_invalidated,
             "gold_axis": item.gold_axis,
+            "conversation": core_conversation(item, phase),
         }),
     };
     QuestionFacts { facets, reference }
@@ -61,6 +112,12 @@ fn pit_facts(item: &PitItem, query: usize) -> QuestionFacts {
             "question": item.question,
             "as_of": q.reference_time,
             "gold": q.gold,
+            "conversation": conversation(
+                &item.sessions,
+                item.session_dates.as_deref(),
+                None,
+                &format!("asked as of {}", q.reference_time),
+            ),
         }),
     }
 }

@@ -5,6 +5,7 @@
 pub mod abstention;
 pub mod compare;
 pub mod files;
+pub mod intervals;
 pub mod matching;
 pub mod normalize;
 pub mod outcome;

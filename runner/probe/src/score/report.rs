@@ -3,6 +3,7 @@
 
 use crate::records::{Contradicted, ProbeItem};
 use crate::score::compare::{depth_trends, fmt_p, Trend};
+use crate::score::intervals::{intervals, Intervals};
 use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use crate::score::outcome::{
     score_probe_item, InvalidationScore, ItemScore, Outcome, ProbeResponse,
@@ -67,6 +68,9 @@ pub struct ProbeReport {
     /// `hop_depth` and `hop_x_contradicted`: separates "never learned the chain" from
     /// "did not carry the contradiction down it".
     pub propagation: BTreeMap<String, BTreeMap<String, Estimate>>,
+    /// The rates above that have no interval (abstention, invalidation, axis), and the
+    /// figures' per-hop series, each with its 95% interval and n.
+    pub intervals: Intervals,
 }
 
 struct Sample<'a> {
@@ -219,6 +223,12 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
         depth_trend: depth_trends(pairs),
         by: post_accuracy_by(&samples),
         propagation: propagation(&samples),
+        intervals: intervals(
+            &samples
+                .iter()
+                .map(|s| (s.item, &s.score))
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 

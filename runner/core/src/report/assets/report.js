@@ -52,7 +52,8 @@
       const values = [...seen].filter((v) => v !== '');
       if (values.length === 0) continue;
       values.sort((a, b) => (name === 'seed' ? Number(a) - Number(b) : a.localeCompare(b)));
-      const label = name === 'regime' ? document.getElementById('sample-table').dataset.group || name : name;
+      const ds = document.getElementById('sample-table').dataset;
+      const label = name === 'regime' ? ds.group || name : name === 'category' ? ds.category || name : name;
       form.appendChild(select(name, label, values));
     }
     // Facets in the order they first appear; values sorted, numerically where all are numbers.
@@ -141,7 +142,7 @@
     if (!head.rows.length) {
       const tr = head.insertRow();
       for (const h of ['#', 'model', 'condition', 'task', 'step', 'seed', 'scenario',
-        table.dataset.group || 'group', 'category']) tr.appendChild(el('th', h));
+        table.dataset.group || 'group', table.dataset.category || 'category']) tr.appendChild(el('th', h));
       if (facets.length) tr.appendChild(el('th', 'facets'));
       tr.appendChild(el('th', 'output'));
     }
@@ -186,19 +187,75 @@
     const meta = el('p', 'category ' + s.cat + (s.why ? ' (' + s.why + ')' : '') + '; finish ' + fin + '; request ' + s.id);
     d.appendChild(meta);
     if (s.f) d.appendChild(el('p', facetText(s), { class: 'facets' }));
+    const cref = s.r === undefined ? undefined : shared.references[s.r];
+    if (cref && cref.conversation) d.appendChild(conversation(i, cref));
     const scores = el('table', null, { class: 'figures' });
     for (const [k, v] of Object.entries(s.x)) {
       const tr = scores.insertRow();
       tr.append(el('th', k), el('td', Number.isInteger(v) ? v : v.toFixed(4)));
     }
     d.append(el('h4', 'Scores'), scores);
-    const prompt = shared.prompts[s.id];
+    // A prompt travels as the indices of its lines, each distinct line stored once.
+    const at = shared.prompts[s.id];
+    const prompt = at === undefined ? undefined : at.map((k) => shared.lines[k]).join('\n');
     d.appendChild(block('Prompt', prompt === undefined ? '(this prompt is not in the plan of this report)' : prompt));
     d.appendChild(block('Raw output', out));
     d.appendChild(block('Parsed answer', JSON.stringify(parsed, null, 2)));
     const ref = s.r === undefined ? undefined : shared.references[s.r];
-    d.appendChild(block('Reference', ref === undefined ? '(none in this report)' : JSON.stringify(ref, null, 2)));
+    const shown = ref && ref.conversation ? Object.fromEntries(Object.entries(ref).filter(([k]) => k !== 'conversation')) : ref;
+    d.appendChild(block('Reference', ref === undefined ? '(none in this report)' : JSON.stringify(shown, null, 2)));
     d.scrollIntoView();
+  }
+
+  // A workload whose references carry a conversation (Probe): the sessions in order, the
+  // contradicting turn marked, then every question of the item this model and seed were
+  // asked, with its answer, the right answer and the outcome.
+  const ORDER = { pre: 0, post: 1, followup: 2, before_any_fact: 0, after_first_fact: 1, after_second_fact: 2 };
+  function conversation(i, ref) {
+    const s = samples[i];
+    const box = el('div', null, { class: 'conversation', id: 'conversation' });
+    box.appendChild(el('h4', 'Conversation'));
+    for (const ses of ref.conversation.sessions) {
+      box.appendChild(el('div', ses.title, { class: 'session' }));
+      ses.turns.forEach((t, k) => {
+        const row = el('div');
+        const marked = ses.mark && k === ses.turns.length - 1;
+        row.appendChild(el('span', 'User: ' + t, { class: marked ? 'turn contradicting' : 'turn' }));
+        if (marked) row.appendChild(el('div', '\u25b2 ' + ses.mark, { class: 'mark' }));
+        box.appendChild(row);
+      });
+    }
+    const asked = [];
+    for (let j = 0; j < samples.length; j++) {
+      const o = samples[j];
+      if (o.sc === s.sc && o.m === s.m && o.sd === s.sd && o.c === s.c) asked.push(j);
+    }
+    const rank = (j) => (ORDER[samples[j].t] === undefined ? 9 : ORDER[samples[j].t]);
+    asked.sort((a, b) => rank(a) - rank(b) || samples[a].st - samples[b].st || a - b);
+    const t = el('table', null, { class: 'questions' });
+    const head = t.createTHead().insertRow();
+    for (const h of ['question', 'when', 'answer', 'right answer', 'outcome']) head.appendChild(el('th', h));
+    const body = t.createTBody();
+    for (const j of asked) {
+      const o = samples[j];
+      const r = (o.r !== undefined && shared.references[o.r]) || {};
+      const tr = body.insertRow();
+      if (j === i) tr.className = 'current';
+      const gold = r.gold !== undefined ? r.gold
+        : r.gold_invalidated !== undefined ? 'marks ' + r.gold_invalidated.join(', ') + '; ' + r.gold_axis : '';
+      const right = o.x.correct;
+      const x = o.x;
+      const outcome = x.invalidation_gold !== undefined
+        ? 'marked ' + x.invalidation_hits + ' of ' + x.invalidation_gold + ' (' + x.invalidation_predicted + ' in all); kind ' + (x.axis_correct === 1 ? 'right' : 'wrong')
+        : o.cat + (right === 1 ? ' (right)' : right === 0 ? ' (wrong)' : '');
+      const q = el('td');
+      q.append(el('b', o.t + ': '), document.createTextNode(r.question || ''));
+      tr.append(q, el('td', r.conversation ? r.conversation.asked : ''), el('td', details[j][0]), el('td', gold),
+        el('td', outcome, { class: right === 1 ? 'outcome-correct' : right === 0 ? 'outcome-wrong' : '' }));
+      tr.onclick = () => { location.hash = 'sample=' + j; };
+    }
+    box.append(el('h4', 'Questions of this item (' + [s.m, 'seed ' + s.sd].join(', ') + ')'), t);
+    return box;
   }
 
   function fromHash() {
