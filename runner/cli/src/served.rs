@@ -52,6 +52,25 @@ pub struct ServedArgs {
 /// The longest `--request-timeout`: a day.
 const MAX_REQUEST_TIMEOUT: u64 = 86_400;
 
+/// Refuses an endpoint no request could reach, at once rather than after the whole
+/// retry window: it must be an http(s) URL with a host (the server's API root, such as
+/// `http://localhost:8000/v1`).
+fn check_endpoint(endpoint: &str) -> Result<()> {
+    let shown = redact(endpoint);
+    let rest = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"));
+    let Some(rest) = rest else {
+        bail!("--endpoint {shown}: not an http:// or https:// URL; give the server's API root, such as http://localhost:8000/v1")
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') || endpoint.chars().any(char::is_whitespace) {
+        bail!("--endpoint {shown}: no host in the URL; give the server's API root, such as http://localhost:8000/v1")
+    }
+    Ok(())
+}
+
 /// The served model of a run, when `--endpoint` or the panel entry names a server.
 pub fn load(
     model: &str,
@@ -81,6 +100,7 @@ pub fn load(
             return Ok(None);
         }
     };
+    check_endpoint(&endpoint)?;
     if args.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }

@@ -306,3 +306,35 @@ fn bench_prints_a_compact_table_and_points_at_json_for_the_rest() {
     let after = said.split(table[table.len() - 1]).nth(1).unwrap();
     assert!(after.contains("--json"), "{said}");
 }
+
+#[test]
+fn an_endpoint_that_is_not_a_url_is_refused_at_once() {
+    let out = scratch("endpoint");
+    for bad in ["localhost:8000/v1", "http:///v1", "ftp://host/v1"] {
+        let started = std::time::Instant::now();
+        let o = Command::new(runner_exe())
+            .args([
+                "--endpoint",
+                bad,
+                "--model",
+                "m",
+                "--tasks",
+                "belief",
+                "--limit",
+                "1",
+            ])
+            .args(["--retry-for", "30", "--quiet", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{bad}");
+        let err = text(&o.stderr);
+        assert!(err.contains("http://localhost:8000/v1"), "{bad}: {err}");
+        // Refused before any request, not after the retry window.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{bad}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
