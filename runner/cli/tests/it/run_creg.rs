@@ -508,3 +508,81 @@ fn the_slurm_scripts_run_one_shard_per_array_task_and_merge_them() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn merge_carries_the_shards_standing_failed_samples() {
+    use runner_core::journal::failed::{self, FailedLog, FAILED_FILE};
+    use runner_core::journal::{identity_sha256, read_manifest, Journal};
+    let out = scratch("merge-failed");
+    let dirs: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            run_ok(&oracle_args(&out, &["--shard", &format!("{i}/2")]));
+            run_dir(&out, "oracle").with_file_name(format!("creg-v1.0.shard-{i}-of-2"))
+        })
+        .collect();
+    // Shard 0 lost its last sample: its journal line goes, a failure takes its place.
+    let path = dirs[0].join(JOURNAL_FILE);
+    let journal = std::fs::read_to_string(&path).unwrap();
+    let kept = journal.trim_end().rsplit_once('\n').unwrap().0;
+    std::fs::write(&path, format!("{kept}\n")).unwrap();
+    let lost = read_records(&path, false).unwrap().records.len();
+    let answered = read_records(&dirs[1].join(JOURNAL_FILE), false).unwrap();
+    let (lost_id, lost_seed) = {
+        let all = journal.lines().last().unwrap();
+        let v: serde_json::Value = serde_json::from_str(all).unwrap();
+        (
+            v["request_id"].as_str().unwrap().to_string(),
+            v["seed"].as_u64().unwrap(),
+        )
+    };
+    let elsewhere = answered.records[0].key();
+    {
+        let manifest = read_manifest(&dirs[0]).unwrap().unwrap();
+        let (j, _) = Journal::open(&dirs[0], &manifest).unwrap();
+        let mut log = FailedLog::open(&j).unwrap();
+        log.append(&lost_id, lost_seed, "body over 10 MB").unwrap();
+        // Failed in shard 0, answered in shard 1: not carried.
+        log.append(&elsewhere.0, elsewhere.1, "refused").unwrap();
+    }
+    // A line of another run's identity is not shard 0's.
+    let mut lines = std::fs::read_to_string(dirs[0].join(FAILED_FILE)).unwrap();
+    lines.push_str(
+        "{\"request_id\":\"x\",\"seed\":0,\"reason\":\"r\",\"identity_sha256\":\"other\"}\n",
+    );
+    std::fs::write(dirs[0].join(FAILED_FILE), lines).unwrap();
+
+    let merged = run_dir(&out, "oracle");
+    let mut args = vec!["merge"];
+    args.extend(dirs.iter().map(|d| s(d)));
+    args.extend(["--out", s(&merged)]);
+    for _ in 0..2 {
+        // Twice: a merge rerun writes the failure no second time.
+        let o = runner(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    let ours = identity_sha256(&read_manifest(&merged).unwrap().unwrap().identity);
+    let want = format!(
+        "{{\"request_id\":\"{lost_id}\",\"seed\":{lost_seed},\"reason\":\"body over 10 MB\",\
+         \"identity_sha256\":\"{ours}\"}}\n"
+    );
+    let carried = std::fs::read_to_string(merged.join(FAILED_FILE)).unwrap_or_default();
+    assert_eq!(
+        carried, want,
+        "only the standing failure, bound to the merged run"
+    );
+    assert_eq!(failed::standing(&merged).unwrap().len(), 1);
+    let n = read_records(&merged.join(JOURNAL_FILE), false)
+        .unwrap()
+        .records
+        .len();
+    assert_eq!(n, lost + answered.records.len());
+    let summary = std::fs::read_to_string(merged.join("summary.md")).unwrap();
+    assert!(summary.contains("## Failed samples"), "{summary}");
+    // A resume of the merged run skips it, as the shard's would.
+    let o = run_ok(&oracle_args(&out, &[]));
+    assert!(
+        text(&o.stdout).contains("0 generated now"),
+        "{}",
+        text(&o.stdout)
+    );
+}

@@ -7,9 +7,9 @@
 //! the journal, whatever this file says. The journal itself is untouched by failures:
 //! folders without this file, and programs that do not know it, read as before.
 
-use crate::journal::{io_error, Journal, JournalError};
+use crate::journal::{identity_sha256, io_error, Journal, JournalError, Manifest};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -73,19 +73,76 @@ impl FailedLog {
             reason: reason.to_string(),
             identity_sha256: self.identity_sha256.clone(),
         };
-        let mut buf =
-            serde_json::to_vec(&line).map_err(|e| io_error(&self.path, "encode", e.into()))?;
-        buf.push(b'\n');
-        let result = crate::fsutil::no_follow(&mut OpenOptions::new())
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut f| f.write_all(&buf).and_then(|_| f.sync_data()));
-        result.map_err(|e| io_error(&self.path, "append to", e))?;
+        append_lines(&self.path, &[line])?;
         self.known
             .insert((request_id.to_string(), seed), reason.to_string());
         Ok(())
     }
+}
+
+/// Appends `lines` in one write and syncs them; the file is never followed through a
+/// symlink (as the journal).
+fn append_lines(path: &Path, lines: &[Failure]) -> Result<(), JournalError> {
+    let mut buf = Vec::new();
+    for line in lines {
+        serde_json::to_writer(&mut buf, line).map_err(|e| io_error(path, "encode", e.into()))?;
+        buf.push(b'\n');
+    }
+    let result = crate::fsutil::no_follow(&mut OpenOptions::new())
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(&buf).and_then(|_| f.sync_data()));
+    result.map_err(|e| io_error(path, "append to", e))
+}
+
+/// A shard run folder's failures, for [`carry_over`]: the lines of the identity its
+/// manifest names (a line of another run is not the shard's), the latest reason of each.
+/// Read before a merge writes anything, so a damaged file stops it with nothing done.
+pub fn of_shard(dir: &Path, manifest: &Manifest) -> Result<Vec<Failure>, JournalError> {
+    let (lines, _, _) = read_lines(&dir.join(FAILED_FILE))?;
+    Ok(latest(lines, &identity_sha256(&manifest.identity))
+        .into_values()
+        .collect())
+}
+
+/// Carries shards' failures ([`of_shard`]) into the merged folder `journal` holds: those
+/// whose sample no shard answered (`answered`), bound to the merged run's identity (a
+/// shard's names its shard, the merged run's none), so its reports show them and a resume
+/// skips them. A failure the folder already holds with that reason is not written again
+/// (a merge rerun); a torn last line of its file is cut off first. Returns how many.
+pub fn carry_over(
+    journal: &Journal,
+    failures: Vec<Failure>,
+    answered: &BTreeSet<(String, u64)>,
+) -> Result<usize, JournalError> {
+    let log = FailedLog::open(journal)?;
+    let mut fresh: BTreeMap<(String, u64), Failure> = BTreeMap::new();
+    for f in failures {
+        let key = (f.request_id.clone(), f.seed);
+        if answered.contains(&key) || log.known.get(&key) == Some(&f.reason) {
+            continue;
+        }
+        let line = Failure {
+            identity_sha256: log.identity_sha256.clone(),
+            ..f
+        };
+        fresh.insert(key, line);
+    }
+    let lines: Vec<Failure> = fresh.into_values().collect();
+    if !lines.is_empty() {
+        append_lines(&log.path, &lines)?;
+    }
+    Ok(lines.len())
+}
+
+/// The lines of identity `ours`, the latest of each (request, seed).
+fn latest(lines: Vec<Failure>, ours: &str) -> BTreeMap<(String, u64), Failure> {
+    let mut latest = BTreeMap::new();
+    for f in lines.into_iter().filter(|f| f.identity_sha256 == ours) {
+        latest.insert((f.request_id.clone(), f.seed), f);
+    }
+    latest
 }
 
 /// The failures a run folder's reports show: the lines of the identity its manifest
@@ -100,19 +157,14 @@ pub fn standing(dir: &Path) -> Result<Vec<Failure>, JournalError> {
     let Some(manifest) = crate::journal::read_manifest(dir)? else {
         return Ok(Vec::new());
     };
-    let ours = crate::journal::identity_sha256(&manifest.identity);
+    let ours = identity_sha256(&manifest.identity);
     let journal = dir.join(crate::journal::JOURNAL_FILE);
-    let answered: std::collections::BTreeSet<(String, u64)> =
-        crate::journal::read_records(&journal, false)?
-            .records
-            .iter()
-            .map(crate::journal::SampleRecord::key)
-            .collect();
-    let mut latest: BTreeMap<(String, u64), Failure> = BTreeMap::new();
-    for f in lines.into_iter().filter(|f| f.identity_sha256 == ours) {
-        latest.insert((f.request_id.clone(), f.seed), f);
-    }
-    Ok(latest
+    let answered: BTreeSet<(String, u64)> = crate::journal::read_records(&journal, false)?
+        .records
+        .iter()
+        .map(crate::journal::SampleRecord::key)
+        .collect();
+    Ok(latest(lines, &ours)
         .into_iter()
         .filter(|(k, _)| !answered.contains(k))
         .map(|(_, f)| f)

@@ -535,12 +535,13 @@ pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
 }
 /// Combines shard runs into `out`: their manifests must agree on everything but the
 /// shard; samples are united by (request, seed), and each shard's batch figures are
-/// carried over, tagged with the shard (see [`batches::BatchLog::carry_over`]).
+/// carried over, tagged with the shard (see [`batches::BatchLog::carry_over`]), and so are
+/// their failed samples no shard answered (see [`failed::carry_over`]).
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
     let mut first: Option<(PathBuf, Manifest)> = None;
     let mut records = Vec::new();
     let mut readings = Vec::new();
-    let mut batch_figures = Vec::new();
+    let (mut batch_figures, mut failures) = (Vec::new(), Vec::new());
     for dir in dirs {
         let reading = read_run(dir)?;
         let manifest = reading.manifest.clone();
@@ -576,6 +577,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
             None => dir.display().to_string(),
         };
         batch_figures.push((label, batches::read(dir)?));
+        failures.extend(failed::of_shard(dir, &reading.manifest)?);
         readings.push(reading);
     }
     let Some((_, manifest)) = first else {
@@ -590,6 +592,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
         .collect();
     journal.append(&fresh)?;
     batches::BatchLog::carry_over(&journal, &batch_figures)?;
+    failed::carry_over(&journal, failures, &seen)?;
     Ok(seen.len())
 }
 #[cfg(test)]
