@@ -7,7 +7,7 @@ use indicatif::ProgressBar;
 use runner_core::run::model::Loaded;
 use runner_core::run::Workload;
 use runner_engine::candle::load::hub::Panel;
-use runner_engine::served::client::{RetryPolicy, Traffic, Waiting};
+use runner_engine::served::client::{RetryPolicy, Traffic, Unanswered, Waiting};
 use runner_engine::served::prompt::LocalPrompts;
 use runner_engine::served::wire::redact;
 use runner_engine::served::{ServedBackend, ServedOptions, DEFAULT_CONCURRENCY};
@@ -177,10 +177,17 @@ pub struct Served {
 /// How often a server that still does not answer is said again.
 const REPEAT: Duration = Duration::from_secs(10);
 
+/// How long the first request may go unanswered before the wait is said: a server
+/// that answers within it is not mentioned.
+const QUIET: Duration = Duration::from_secs(1);
+
 /// Says on stderr, within a fraction of a second of the first failed attempt, that the
 /// server does not answer (its address, what is retried, why it failed and for how
 /// long it is retried), again every [`REPEAT`] while it still does not, and once when
-/// it answers again. It stops when dropped.
+/// it answers again. Before the server's first answer it does not wait for a failure
+/// (a server that takes the connection and says nothing fails only at the request
+/// timeout): the first request unanswered for [`QUIET`] is said too, and again every
+/// [`REPEAT`]. It stops when dropped.
 pub struct Watch {
     stop: Arc<AtomicBool>,
     bar: Arc<Mutex<Option<ProgressBar>>>,
@@ -200,22 +207,22 @@ impl Watch {
             };
             // The silence last said (its start) and when it was said.
             let mut said: Option<(Instant, Instant)> = None;
+            // The first request's wait, alike, while nothing has failed yet.
+            let mut slow: Option<(Instant, Instant)> = None;
             while !stop2.load(Ordering::Relaxed) {
-                match traffic.waiting() {
-                    Some(w) => {
-                        if let Some(line) = waiting_line(&endpoint, &w, said) {
-                            say(line);
-                            said = Some((w.since, Instant::now()));
-                        }
+                if let Some(w) = traffic.waiting() {
+                    if let Some(line) = waiting_line(&endpoint, &w, said) {
+                        say(line);
+                        said = Some((w.since, Instant::now()));
                     }
-                    None => {
-                        if let Some((since, _)) = said.take() {
-                            say(format!(
-                                "the server at {endpoint} answers again (after {:.0} s)",
-                                since.elapsed().as_secs_f64()
-                            ));
-                        }
+                } else if let Some(u) = traffic.unanswered() {
+                    let in_flight = traffic.in_flight.load(Ordering::Relaxed);
+                    if let Some(line) = unanswered_line(&endpoint, &u, in_flight, slow) {
+                        say(line);
+                        slow = Some((u.since, Instant::now()));
                     }
+                } else if let Some(line) = answered_line(&endpoint, said.take(), slow.take()) {
+                    say(line);
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -269,6 +276,51 @@ fn waiting_line(endpoint: &str, w: &Waiting, said: Option<(Instant, Instant)>) -
     }
 }
 
+/// The line to print about the first request `u`, unanswered (and not failed) so far,
+/// if one is due: once it has waited [`QUIET`], then every [`REPEAT`]; `said` is when
+/// it was last said. `in_flight` counts the requests sent and not answered.
+fn unanswered_line(
+    endpoint: &str,
+    u: &Unanswered,
+    in_flight: usize,
+    said: Option<(Instant, Instant)>,
+) -> Option<String> {
+    let waited = u.since.elapsed();
+    let due = match said {
+        Some((since, at)) if since == u.since => at.elapsed() >= REPEAT,
+        _ => waited >= QUIET,
+    };
+    let more = match in_flight.saturating_sub(1) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    due.then(|| {
+        format!(
+            "waiting for the server at {endpoint} to answer ({:.0} s; {}{more} in flight)",
+            waited.as_secs_f64(),
+            u.what
+        )
+    })
+}
+
+/// The line to print when the server answers after a wait that was said, if one was:
+/// `said` after a failure, `slow` the first request's (each its start and when said).
+fn answered_line(
+    endpoint: &str,
+    said: Option<(Instant, Instant)>,
+    slow: Option<(Instant, Instant)>,
+) -> Option<String> {
+    let (again, since) = match (said, slow) {
+        (Some((since, _)), _) => (" again", since),
+        (None, Some((since, _))) => ("", since),
+        (None, None) => return None,
+    };
+    Some(format!(
+        "the server at {endpoint} answers{again} (after {:.0} s)",
+        since.elapsed().as_secs_f64()
+    ))
+}
+
 /// The progress bar's addition: requests in flight, retries, and how long the server
 /// has not answered, while it does not.
 pub fn bar_note(traffic: &Traffic) -> String {
@@ -304,6 +356,41 @@ pub fn after_run(traffic: &Traffic) {
             "warning: for {n} samples the server counted the prompt in other tokens than the \
              runner's tokenizer: its tokenizer differs, so those prompts were not token for \
              token the embedded engine's"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_request_is_said_after_a_second_unanswered_then_every_repeat() {
+        let ago = |s: f64| Instant::now() - Duration::from_secs_f64(s);
+        let u = |since| Unanswered {
+            what: "GET http://h/v1/models".into(),
+            since,
+        };
+        // Answered within a second: nothing.
+        assert_eq!(unanswered_line("http://h/v1", &u(ago(0.5)), 1, None), None);
+        let slow = u(ago(1.2));
+        let line = unanswered_line("http://h/v1", &slow, 3, None).unwrap();
+        assert_eq!(
+            line,
+            "waiting for the server at http://h/v1 to answer (1 s; GET http://h/v1/models \
+             and 2 more in flight)"
+        );
+        // Said a moment ago: not again until REPEAT has passed.
+        let said = Some((slow.since, ago(1.0)));
+        assert_eq!(unanswered_line("http://h/v1", &slow, 1, said), None);
+        let said = Some((slow.since, ago(10.5)));
+        assert!(unanswered_line("http://h/v1", &slow, 1, said).is_some());
+        // Its answer is said once it was waited for aloud, and only then.
+        assert_eq!(answered_line("http://h/v1", None, None), None);
+        let answered = answered_line("http://h/v1", None, Some((slow.since, ago(0.2))));
+        assert_eq!(
+            answered.as_deref(),
+            Some("the server at http://h/v1 answers (after 1 s)")
         );
     }
 }

@@ -197,6 +197,71 @@ fn a_server_that_does_not_answer_is_said_at_once_and_named_at_the_end() {
 }
 
 #[test]
+fn a_server_that_takes_the_connection_and_says_nothing_is_waited_for_aloud_within_a_second() {
+    // A server that accepts every connection and never writes: the first attempt fails
+    // only at --request-timeout, yet the wait is said within about a second.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.extend(stream.ok()); // open and silent until the test ends
+        }
+    });
+    let dir = scratch("silent");
+    let endpoint = format!("http://127.0.0.1:{port}/v1");
+    let started = Instant::now();
+    let mut child = Command::new(runner_exe())
+        .args(["--endpoint", &endpoint, "--model", "m", "--tasks", "belief"])
+        .args(["--limit", "1", "--retry-for", "3", "--request-timeout", "2"])
+        .args(["--quiet", "--out", s(&dir)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map(|l| (started.elapsed(), l.unwrap()))
+            .collect::<Vec<_>>()
+    });
+    // A runner that never gives up would hang the test: stop it well past the window.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            child.kill().unwrap();
+            panic!("the runner was still waiting after 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let lines = reader.join().unwrap();
+    assert!(!status.success());
+    let all: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    let all = all.join("\n");
+    let (at, waiting) = lines
+        .iter()
+        .find(|(_, l)| l.contains("waiting for the server"))
+        .unwrap_or_else(|| panic!("no waiting line:\n{all}"));
+    assert!(
+        *at < Duration::from_millis(2500),
+        "said at {at:?}, not within about a second:\n{all}"
+    );
+    assert!(
+        waiting.contains(&endpoint) && waiting.contains("in flight"),
+        "{all}"
+    );
+    // The end is the usual one: the server did not answer within the window.
+    let last = &lines.last().unwrap().1;
+    assert!(last.starts_with("error: "), "{all}");
+    assert!(last.contains("did not answer"), "{all}");
+    assert!(last.contains("timed out"), "{all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn scoring_a_folder_that_does_not_exist_says_so() {
     let dir = scratch("nope");
     let merged = dir.join("merged");

@@ -75,6 +75,27 @@ pub struct Traffic {
     /// Since when the server has not answered, while it has not: shown at once, and
     /// cleared by its next answer.
     waiting: Mutex<Option<Waiting>>,
+    /// The first request sent, until the server's first answer: a server that takes the
+    /// connection and says nothing is shown long before that request times out.
+    first: Mutex<First>,
+}
+
+/// The first request sent and whether anything has answered since.
+#[derive(Debug, Default)]
+enum First {
+    #[default]
+    NotSent,
+    Sent(Unanswered),
+    Answered,
+}
+
+/// The first request, sent and not yet answered (nor any other).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unanswered {
+    /// What was sent, e.g. `GET http://host:8000/v1/models` (no credentials).
+    pub what: String,
+    /// When its first attempt started.
+    pub since: Instant,
 }
 
 /// The server not answering: since the first failed attempt after its last answer.
@@ -108,6 +129,26 @@ impl Traffic {
         self.waiting.lock().ok().and_then(|w| w.clone())
     }
 
+    /// The first request, while the server has answered none: since when it waits.
+    pub fn unanswered(&self) -> Option<Unanswered> {
+        match &*self.first.lock().ok()? {
+            First::Sent(u) => Some(u.clone()),
+            First::NotSent | First::Answered => None,
+        }
+    }
+
+    /// An attempt starts: the first of all is recorded.
+    fn sending(&self, what: impl FnOnce() -> String) {
+        if let Ok(mut f) = self.first.lock() {
+            if matches!(*f, First::NotSent) {
+                *f = First::Sent(Unanswered {
+                    what: what(),
+                    since: Instant::now(),
+                });
+            }
+        }
+    }
+
     fn failed(&self, what: String, since: Instant, why: &str, give_up_at: Instant) {
         if let Ok(mut w) = self.waiting.lock() {
             let w = w.get_or_insert_with(|| Waiting {
@@ -124,6 +165,9 @@ impl Traffic {
     }
 
     fn answered(&self) {
+        if let Ok(mut f) = self.first.lock() {
+            *f = First::Answered;
+        }
         if let Ok(mut w) = self.waiting.lock() {
             *w = None;
         }
@@ -224,10 +268,13 @@ impl Client {
         accept: impl Fn(&str) -> Result<T, Unreadable>,
     ) -> Result<T, CallError> {
         let url = self.request_url(path);
+        let method = if body.is_some() { "POST" } else { "GET" };
         let mut first_failure: Option<Instant> = None;
         let mut attempts = 0;
         loop {
             attempts += 1;
+            self.traffic
+                .sending(|| format!("{method} {}", redact(&url)));
             self.traffic.in_flight.fetch_add(1, Ordering::Relaxed);
             let outcome = self.once(&url, body);
             self.traffic.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -259,7 +306,6 @@ impl Client {
             };
             let since = *first_failure.get_or_insert_with(Instant::now);
             let waited = since.elapsed();
-            let method = if body.is_some() { "POST" } else { "GET" };
             self.traffic.failed(
                 format!("{method} {}", redact(&url)),
                 since,
@@ -503,7 +549,18 @@ mod tests {
             w.failures >= 3 && w.last.starts_with("connection refused"),
             "{w:?}"
         );
+        // The first request stays unanswered on record too, until an answer.
+        let u = c
+            .traffic
+            .unanswered()
+            .expect("the first request is on record");
+        assert_eq!(w.what, u.what);
+        assert!(u.since <= w.since, "{u:?} {w:?}");
         c.traffic.answered();
         assert!(c.traffic.waiting().is_none());
+        assert!(c.traffic.unanswered().is_none());
+        // Later requests do not put it back: only the first is waited for aloud.
+        c.traffic.sending(|| "GET again".into());
+        assert!(c.traffic.unanswered().is_none());
     }
 }
