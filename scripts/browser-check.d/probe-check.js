@@ -80,6 +80,11 @@
     const rows = [...document.querySelectorAll('#sample-table tbody tr')];
     check('filtering by hop shows that hop only', rows.length > 0 && rows.every((tr) => JSON.parse(tr.dataset.facets).hop === deepest),
       rows.length + ' rows of hop ' + deepest);
+    // No Probe sample has a group: no empty group column, and each row fits the header.
+    const sampleHeads = [...document.querySelectorAll('#sample-table thead th')].map((th) => th.textContent);
+    check('the sample list has no empty group column', sampleHeads.length > 0 && !sampleHeads.includes('group')
+      && !sampleHeads.includes('regime') && rows.every((tr) => tr.cells.length === sampleHeads.length),
+      sampleHeads.join(', '));
 
     // An item opens as its conversation: the turns in order, the contradicting one marked,
     // and the item's questions with answer, right answer and outcome.

@@ -292,9 +292,12 @@ fn files_hold_every_breakdown_cell_and_quote_awkward_names() {
     assert!(csv
         .lines()
         .all(|l| l.starts_with("system,") || l.starts_with("\"a,\"\"b\"\"\",")));
-    assert!(csv.contains(",probe,hop_depth,4,48,1,1,1\n"), "{csv}");
+    assert!(
+        csv.contains(",probe,hop_depth,4,48,1,1,1,Hop depth: 4\n"),
+        "{csv}"
+    );
     let summary = report.summary();
     assert!(summary.starts_with("# t\n"));
     assert!(summary.contains("2 questions of started items"));
-    assert!(summary.contains("## Probe PIT"));
+    assert!(summary.contains("## Point in time"));
 }

@@ -129,11 +129,23 @@ fn oracle_run_writes_manifest_journal_and_perfect_reports() {
         !summary.contains("Batch utilization"),
         "the oracle has no decode batch: {summary}"
     );
-    assert!(summary.contains("| post accuracy (NM) | 1.000 [1.000, 1.000] |"));
-    let csv = std::fs::read_to_string(dir.join("scores.csv")).unwrap();
-    assert!(csv.starts_with("system,set,table,cell,n,mean,lo,hi\n"));
     assert!(
-        csv.contains("oracle,probe,metric,post_acc,168,1,1,1\n"),
+        summary.contains("**Set run: the generated set.**"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| system | Accuracy before the change | Accuracy after the change |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| oracle | 1.000 [1.000, 1.000] n 168 | 1.000 [1.000, 1.000] n 168 |"),
+        "{summary}"
+    );
+    assert!(!summary.contains("post_acc"), "{summary}");
+    let csv = std::fs::read_to_string(dir.join("scores.csv")).unwrap();
+    assert!(csv.starts_with("system,set,table,cell,n,mean,lo,hi,label\n"));
+    assert!(
+        csv.contains("oracle,probe,metric,post_acc,168,1,1,1,Accuracy after the change\n"),
         "{csv}"
     );
     let stdout = String::from_utf8_lossy(&o.stdout);

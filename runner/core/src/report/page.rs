@@ -85,12 +85,18 @@ impl Page {
             let enc = b.encode()?;
             let _ = write!(
                 out,
-                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\" data-group=\"{g}\" data-category=\"{cat}\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-details\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
+                "<section id=\"samples\"><h2>Samples</h2>\n<p class=\"note\">Every journaled sample: filter, then click a row for its prompt, raw output, parsed answer, reference and scores. Links in the tables above open the samples behind a figure.</p>\n<form id=\"filters\" onsubmit=\"return false\"></form>\n<p id=\"count\">loading {n} samples…</p>\n<div id=\"pager\"></div>\n<table id=\"sample-table\" class=\"samples\" data-group=\"{g}\"{no_group} data-category=\"{cat}\"><thead></thead><tbody></tbody></table>\n<div id=\"detail\"></div></section>\n</main>\n<script type=\"application/gzip-base64\" id=\"data-samples\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-details\">{}</script>\n<script type=\"application/gzip-base64\" id=\"data-shared\">{}</script>\n",
                 enc.samples,
                 enc.details,
                 enc.shared,
                 n = b.samples.len(),
                 g = escape(&b.group_name),
+                // No sample has a group (Probe): the browser shows no group column.
+                no_group = if b.samples.iter().any(|s| !s.group.is_empty()) {
+                    ""
+                } else {
+                    " data-no-group=\"1\""
+                },
                 cat = escape(&b.category_name)
             );
         } else {
@@ -98,5 +104,51 @@ impl Page {
         }
         let _ = write!(out, "<script>{JS}</script>\n</body></html>\n");
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::browser::{BrowserSample, Facets};
+
+    fn sample(group: &str) -> BrowserSample {
+        BrowserSample {
+            model: "m".into(),
+            condition: "c".into(),
+            task: "t".into(),
+            step: 0,
+            seed: 1,
+            scenario: "s".into(),
+            group: group.into(),
+            category: "correct".into(),
+            facets: Facets::default(),
+            why: None,
+            metrics: Default::default(),
+            request_id: "r".into(),
+            text: String::new(),
+            finish: String::new(),
+            parsed: serde_json::Value::Null,
+            reference: None,
+        }
+    }
+
+    fn table_tag(groups: &[&str]) -> String {
+        let browser = Browser {
+            samples: groups.iter().map(|g| sample(g)).collect(),
+            group_name: "regime".into(),
+            ..Browser::default()
+        };
+        let html = Page::new("t").finish(Some(&browser)).unwrap();
+        let start = html.find("<table id=\"sample-table\"").unwrap();
+        html[start..start + html[start..].find('>').unwrap()].to_string()
+    }
+
+    #[test]
+    fn the_group_column_is_dropped_only_when_no_sample_has_a_group() {
+        assert!(table_tag(&["", ""]).contains("data-no-group=\"1\""));
+        assert!(!table_tag(&["", "full_graph"]).contains("data-no-group"));
+        assert!(table_tag(&["full_graph"]).contains("data-group=\"regime\""));
+        assert!(JS.contains("dataset.noGroup"));
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::report::facets::ProbeFacts;
 use crate::report::tables::{self, Table};
-use crate::report::words::{AXES, HEADLINE};
+use crate::report::words::{set_kind, AXES, HEADLINE, PIT_MEASURES};
 use crate::report::{figures, tex};
 use crate::score::compare::fmt_p;
 use crate::score::{PitReport, ProbeReport, RunReport};
@@ -97,12 +97,12 @@ fn figure(svg: &str, id: &str) -> String {
 }
 
 /// The systems' core and PIT reports, by label.
-type Split<'a> = (
+pub(crate) type Split<'a> = (
     Vec<(&'a str, &'a ProbeReport)>,
     Vec<(&'a str, &'a PitReport)>,
 );
 
-fn split(report: &RunReport) -> Split<'_> {
+pub(crate) fn split(report: &RunReport) -> Split<'_> {
     let core = report
         .systems
         .iter()
@@ -142,11 +142,7 @@ fn set_line(report: &RunReport) -> String {
             } else {
                 ""
             },
-            match set.kind {
-                crate::provenance::SetKind::Published => "the published set",
-                crate::provenance::SetKind::Generated => "the generated set",
-                crate::provenance::SetKind::UserFile => "a user's file",
-            },
+            set_kind(set.kind),
             escape(&set.description)
         ),
         None => "<p class=\"set\" id=\"set\"><b>Set run: not recorded.</b></p>".into(),
@@ -219,7 +215,12 @@ pub fn sections(report: &RunReport) -> Vec<(&'static str, &'static str, String)>
     if !pit.is_empty() {
         let mut s = format!("<p class=\"note\">{PIT_NOTE}</p>");
         s.push_str(&table_html(&tables::pit(&pit)));
-        let mut leaks = String::from("<table class=\"figures\" id=\"pit-leaks\"><thead><tr><th>system</th><th>Gives the corrected-away value</th><th>Gives today's value for a past date</th><th>All three dates right</th></tr></thead><tbody>");
+        let mut leaks =
+            String::from("<table class=\"figures\" id=\"pit-leaks\"><thead><tr><th>system</th>");
+        for (_, name) in PIT_MEASURES {
+            let _ = write!(leaks, "<th>{}</th>", escape(name));
+        }
+        leaks.push_str("</tr></thead><tbody>");
         let o = |v: Option<f64>| v.map_or_else(|| "\u{2013}".to_string(), |v| format!("{v:.3}"));
         for (label, p) in &pit {
             let _ = write!(

@@ -4,6 +4,7 @@
 pub mod facets;
 pub mod figures;
 pub mod html;
+pub mod summary;
 pub mod tables;
 pub mod tex;
 pub mod words;

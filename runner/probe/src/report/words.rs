@@ -126,3 +126,65 @@ pub fn estimate(e: Option<&Estimate>) -> String {
         |e| format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi),
     )
 }
+
+/// The point-in-time leak measures: (key in `scores.json`, name).
+pub const PIT_MEASURES: [(&str, &str); 3] = [
+    ("retracted_leak", "Gives the corrected-away value"),
+    ("current_state_leak", "Gives today's value for a past date"),
+    ("item_all_correct", "All three dates right"),
+];
+
+/// Which set was run, in words.
+pub fn set_kind(kind: crate::provenance::SetKind) -> &'static str {
+    match kind {
+        crate::provenance::SetKind::Published => "the published set",
+        crate::provenance::SetKind::Generated => "the generated set",
+        crate::provenance::SetKind::UserFile => "a user's file",
+    }
+}
+
+/// The heading of breakdown `name` of the core report.
+pub fn breakdown_heading(name: &str) -> String {
+    match name {
+        "domain" => "Domain".into(),
+        "hop_depth" => "Hop depth".into(),
+        "hop_x_contradicted" => "Hop depth and fact contradicted".into(),
+        _ => AXES
+            .iter()
+            .find(|(key, _, _)| *key == name)
+            .map_or_else(|| cell(name), |(_, heading, _)| heading.to_string()),
+    }
+}
+
+/// The plain name of a row of `scores.csv` (its `label` column), from the row's
+/// machine keys: set (`probe` or `pit`), table and cell.
+pub fn csv_label(set: &str, table: &str, key: &str) -> String {
+    let metric = |key: &str| -> Option<&'static str> {
+        let headline = HEADLINE
+            .iter()
+            .find(|m| m.path.rsplit('/').next() == Some(key))
+            .map(|m| m.name);
+        headline.or(match key {
+            "post_em" => Some("Exact match after the change"),
+            "post_acc_majority" => Some("Accuracy after the change, majority over seeds"),
+            "abstention_precision" => Some("Right to decline, when it declines"),
+            "abstention_f1" => Some("Declining, F1"),
+            _ => PIT_MEASURES
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, name)| *name),
+        })
+    };
+    match (set, table) {
+        (_, "metric") => metric(key).map_or_else(|| cell(key), str::to_string),
+        ("probe", "post_outcome") => format!("Answers after the change: {}", cell(key)),
+        ("pit", "label") => format!("Point in time: {}", cell(key)),
+        ("pit", "scenario_label") => match key.split_once(' ') {
+            Some((history, label)) => {
+                format!("Point in time: {}, {}", cell(history), cell(label))
+            }
+            None => format!("Point in time: {}", cell(key)),
+        },
+        (_, name) => format!("{}: {}", breakdown_heading(name), cell(key)),
+    }
+}

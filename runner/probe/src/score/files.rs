@@ -4,15 +4,13 @@
 //! systems. Pure, like the rest of `scoring`: the run writes the files.
 
 use crate::provenance::SetProvenance;
+use crate::report::words::csv_label;
 use crate::score::compare::Comparison;
 use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};
 use crate::score::pit_report::PitReport;
 use crate::score::report::ProbeReport;
-use runner_core::report::markdown_text as md;
 use runner_core::stats::bootstrap::Estimate;
-use runner_engine::batch::UTILIZATION_MEANING;
 use serde::Serialize;
-use std::fmt::Write;
 
 /// One system's results: the core report where the run asked core items, the PIT
 /// report where it asked PIT queries.
@@ -68,44 +66,15 @@ impl RunReport {
         self
     }
 
-    /// `summary.md`: per system the core and PIT tables, then the comparisons. Names a
-    /// user chose (title, set, systems) are written as text, never as markup.
+    /// `summary.md`: the report's tables with their plain names, the set run at the
+    /// top (see [`crate::report::summary`]).
     pub fn summary(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "# {}\n", md(&self.title));
-        if let Some(set) = &self.set {
-            let _ = writeln!(s, "Set: {}.\n", md(&set.description));
-        }
-        if let Some(u) = &self.batch_utilization {
-            let _ = writeln!(s, "Batch utilization ({UTILIZATION_MEANING}): {u}.\n");
-        }
-        for sys in &self.systems {
-            if sys.unanswered > 0 {
-                let _ = writeln!(
-                    s,
-                    "Note: {}: {} questions of started items have no journaled answer and are scored as empty answers.\n",
-                    md(&sys.system),
-                    sys.unanswered
-                );
-            }
-            if let Some(p) = &sys.probe {
-                s.push_str(&p.to_markdown());
-                s.push('\n');
-            }
-            if let Some(p) = &sys.pit {
-                s.push_str(&p.to_markdown());
-                s.push('\n');
-            }
-        }
-        for c in &self.comparisons {
-            s.push_str(&c.to_markdown());
-            s.push('\n');
-        }
-        s
+        crate::report::summary::summary(self)
     }
 
-    /// `scores.csv`: one row per figure, `system,set,table,cell,n,mean,lo,hi` (n and
-    /// the interval empty where a figure has none).
+    /// `scores.csv`: one row per figure, `system,set,table,cell,n,mean,lo,hi,label` (n
+    /// and the interval empty where a figure has none; `set`, `table` and `cell` are
+    /// machine keys, `label` the figure's plain name).
     pub fn csv(&self) -> String {
         let mut rows = CsvRows(Vec::new());
         for sys in &self.systems {
@@ -116,9 +85,14 @@ impl RunReport {
                 rows.pit(&sys.system, p);
             }
         }
-        let mut out = String::from("system,set,table,cell,n,mean,lo,hi\n");
+        let mut out = String::from("system,set,table,cell,n,mean,lo,hi,label\n");
         for row in rows.0 {
-            let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
+            let label = csv_label(&row[1], &row[2], &row[3]);
+            let fields: Vec<String> = row
+                .iter()
+                .chain(std::iter::once(&label))
+                .map(|f| csv_field(f))
+                .collect();
             out.push_str(&fields.join(","));
             out.push('\n');
         }

@@ -139,10 +139,14 @@
     }
     const table = document.getElementById('sample-table');
     const head = table.tHead;
+    // No sample has a group (Probe): no group column.
+    const noGroup = table.dataset.noGroup === '1';
     if (!head.rows.length) {
       const tr = head.insertRow();
-      for (const h of ['#', 'model', 'condition', 'task', 'step', 'seed', 'scenario',
-        table.dataset.group || 'group', table.dataset.category || 'category']) tr.appendChild(el('th', h));
+      const heads = ['#', 'model', 'condition', 'task', 'step', 'seed', 'scenario'];
+      if (!noGroup) heads.push(table.dataset.group || 'group');
+      heads.push(table.dataset.category || 'category');
+      for (const h of heads) tr.appendChild(el('th', h));
       if (facets.length) tr.appendChild(el('th', 'facets'));
       tr.appendChild(el('th', 'output'));
     }
@@ -152,7 +156,7 @@
       const tr = body.insertRow();
       tr.dataset.i = String(i);
       tr.dataset.group = s.g;
-      const cells = [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.g, s.cat];
+      const cells = noGroup ? [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.cat] : [i, s.m, s.c, s.t, s.st, s.sd, s.sc, s.g, s.cat];
       if (facets.length) cells.push(facetText(s));
       cells.push(s.o);
       for (const v of cells) tr.appendChild(el('td', v));
