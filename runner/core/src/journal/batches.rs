@@ -60,14 +60,7 @@ impl BatchLog {
     /// [`BatchLog::open`], with the whole lines already in the file.
     fn open_with_lines(journal: &Journal) -> Result<(BatchLog, Vec<Invocation>), JournalError> {
         let path = journal.dir().join(BATCHES_FILE);
-        let (lines, good_end, len) = read_lines(&path)?;
-        if good_end < len {
-            let cut = crate::fsutil::no_follow(&mut OpenOptions::new())
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_len(good_end as u64));
-            cut.map_err(|e| io_error(&path, "cut the torn last line off", e))?;
-        }
+        let lines: Vec<Invocation> = read_cutting_torn_tail(&path)?;
         let log = BatchLog {
             invocation: lines.iter().map(|l| l.invocation).max().unwrap_or(0) + 1,
             started: chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
@@ -149,7 +142,7 @@ fn append_lines(path: &Path, lines: &[Invocation]) -> Result<(), JournalError> {
 /// The invocations recorded in run folder `dir`, in order, each the sum of its calls;
 /// empty when the folder has no such file.
 pub fn read(dir: &Path) -> Result<Vec<Invocation>, JournalError> {
-    let (lines, _, _) = read_lines(&dir.join(BATCHES_FILE))?;
+    let (lines, _, _) = read_lines::<Invocation>(&dir.join(BATCHES_FILE))?;
     let mut out: Vec<Invocation> = Vec::new();
     for line in lines {
         match out.iter_mut().find(|i| i.invocation == line.invocation) {
@@ -169,7 +162,29 @@ pub fn pooled(invocations: &[Invocation]) -> BatchStats {
 
 /// The whole lines, where they end, and the file's length; a torn last line is left
 /// out, a damaged line before it is an error naming the line.
-fn read_lines(path: &Path) -> Result<(Vec<Invocation>, usize, usize), JournalError> {
+/// The whole lines of a JSONL side file of the journal (`batches.jsonl`,
+/// `failed.jsonl`), opened for writing next: a torn last line (a crash mid-write) is cut
+/// off, so that the next line starts on a line of its own.
+pub(crate) fn read_cutting_torn_tail<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Vec<T>, JournalError> {
+    let (lines, good_end, len) = read_lines(path)?;
+    if good_end < len {
+        let cut = crate::fsutil::no_follow(&mut OpenOptions::new())
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(good_end as u64));
+        cut.map_err(|e| io_error(path, "cut the torn last line off", e))?;
+    }
+    Ok(lines)
+}
+
+/// The whole lines of a JSONL side file, the byte where they end and the file's length:
+/// a line cut short can only be the last (it is left for the caller to cut); a bad line
+/// before it is an error naming its number.
+pub(crate) fn read_lines<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<(Vec<T>, usize, usize), JournalError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),
@@ -183,7 +198,7 @@ fn read_lines(path: &Path) -> Result<(Vec<Invocation>, usize, usize), JournalErr
         };
         let parsed = std::str::from_utf8(body)
             .map_err(|e| e.to_string())
-            .and_then(|s| serde_json::from_str::<Invocation>(s).map_err(|e| e.to_string()));
+            .and_then(|s| serde_json::from_str::<T>(s).map_err(|e| e.to_string()));
         match parsed {
             Ok(l) => lines.push(l),
             Err(_) if offset + line.len() == bytes.len() => break,

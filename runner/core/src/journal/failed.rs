@@ -7,6 +7,7 @@
 //! the journal, whatever this file says. The journal itself is untouched by failures:
 //! folders without this file, and programs that do not know it, read as before.
 
+use crate::journal::batches::{read_cutting_torn_tail, read_lines};
 use crate::journal::{identity_sha256, io_error, Journal, JournalError, Manifest};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,14 +40,7 @@ impl FailedLog {
     /// Reads the file of the folder `journal` holds (locked); a torn last line is cut off.
     pub fn open(journal: &Journal) -> Result<FailedLog, JournalError> {
         let path = journal.dir().join(FAILED_FILE);
-        let (lines, good_end, len) = read_lines(&path)?;
-        if good_end < len {
-            let cut = crate::fsutil::no_follow(&mut OpenOptions::new())
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_len(good_end as u64));
-            cut.map_err(|e| io_error(&path, "cut the torn last line off", e))?;
-        }
+        let lines: Vec<Failure> = read_cutting_torn_tail(&path)?;
         let ours = journal.identity_sha256.clone();
         let known = lines
             .into_iter()
@@ -100,7 +94,7 @@ fn append_lines(path: &Path, lines: &[Failure]) -> Result<(), JournalError> {
 /// manifest names (a line of another run is not the shard's), the latest reason of each.
 /// Read before a merge writes anything, so a damaged file stops it with nothing done.
 pub fn of_shard(dir: &Path, manifest: &Manifest) -> Result<Vec<Failure>, JournalError> {
-    let (lines, _, _) = read_lines(&dir.join(FAILED_FILE))?;
+    let (lines, _, _) = read_lines::<Failure>(&dir.join(FAILED_FILE))?;
     Ok(latest(lines, &identity_sha256(&manifest.identity))
         .into_values()
         .collect())
@@ -150,7 +144,7 @@ fn latest(lines: Vec<Failure>, ours: &str) -> BTreeMap<(String, u64), Failure> {
 /// reason of each, by request and seed. Reads only, and reads the journal only when
 /// there is a failure to weigh; a folder without the file or a manifest has none.
 pub fn standing(dir: &Path) -> Result<Vec<Failure>, JournalError> {
-    let (lines, _, _) = read_lines(&dir.join(FAILED_FILE))?;
+    let (lines, _, _) = read_lines::<Failure>(&dir.join(FAILED_FILE))?;
     if lines.is_empty() {
         return Ok(Vec::new());
     }
@@ -169,38 +163,6 @@ pub fn standing(dir: &Path) -> Result<Vec<Failure>, JournalError> {
         .filter(|(k, _)| !answered.contains(k))
         .map(|(_, f)| f)
         .collect())
-}
-
-/// The whole lines of `path`, where they end, and the file's length.
-fn read_lines(path: &Path) -> Result<(Vec<Failure>, usize, usize), JournalError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),
-        Err(e) => return Err(io_error(path, "read", e)),
-    };
-    let mut out = Vec::new();
-    let mut good_end = 0;
-    for (n, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
-        let whole = line.ends_with(b"\n");
-        let last = good_end + line.len() == bytes.len();
-        match (serde_json::from_slice::<Failure>(line), whole) {
-            (Ok(f), true) => {
-                out.push(f);
-                good_end += line.len();
-            }
-            // The last line, cut short by a crash (only the last can lack its newline).
-            (_, false) => break,
-            (Err(_), true) if last => break,
-            (Err(e), true) => {
-                return Err(JournalError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: n + 1,
-                    message: e.to_string(),
-                })
-            }
-        }
-    }
-    Ok((out, good_end, bytes.len()))
 }
 
 #[cfg(test)]
@@ -223,12 +185,12 @@ mod tests {
             format!("{}{}{{\"req", line("a", "x"), line("b", "y")),
         )
         .unwrap();
-        let (lines, good_end, len) = read_lines(&path).unwrap();
+        let (lines, good_end, len) = read_lines::<Failure>(&path).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(len - good_end, "{\"req".len());
         std::fs::write(&path, format!("garbage\n{}", line("a", "x"))).unwrap();
         assert!(matches!(
-            read_lines(&path),
+            read_lines::<Failure>(&path),
             Err(JournalError::Corrupt { line: 1, .. })
         ));
         let _ = std::fs::remove_dir_all(&dir);

@@ -236,27 +236,32 @@ pub fn sections(report: &RunReport) -> Vec<(&'static str, &'static str, String)>
         s.push_str(&leaks);
         out.push(("pit", "Point in time", s));
     }
-    if !report.comparisons.is_empty() {
-        let mut s = String::from("<table class=\"figures\" id=\"comparisons\"><thead><tr><th>systems</th><th>items</th><th>accuracy after the change, difference [95% CI]</th><th>only the first right</th><th>only the second right</th><th>McNemar exact p</th></tr></thead><tbody>");
-        for c in &report.comparisons {
-            let d = c.post_acc_difference.map_or_else(
-                || "\u{2013}".to_string(),
-                |d| format!("{:.3} [{:.3}, {:.3}]", d.mean, d.lo, d.hi),
-            );
-            let (a, b, p) = c
-                .mcnemar
-                .get("all")
-                .map_or((0, 0, 1.0), |m| (m.a_only, m.b_only, m.p_value));
+    let comparisons = tables::comparisons(report);
+    if !comparisons.is_empty() {
+        let mut s =
+            String::from("<table class=\"figures\" id=\"comparisons\"><thead><tr><th>systems</th>");
+        for h in tables::COMPARISON_COLUMNS {
+            let _ = write!(s, "<th>{h}</th>");
+        }
+        s.push_str("</tr></thead><tbody>");
+        for c in &comparisons {
             let _ = write!(
                 s,
-                "<tr><th scope=\"row\">{} vs {}</th><td>{}</td><td>{d}</td><td>{a}</td><td>{b}</td><td>{}</td></tr>",
+                "<tr><th scope=\"row\">{} vs {}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&c.a),
                 escape(&c.b),
                 c.items,
-                fmt_p(p)
+                c.difference,
+                c.a_only,
+                c.b_only,
+                c.p
             );
         }
-        s.push_str("</tbody></table><p class=\"note\">Paired on the items both systems answered: bootstrap over items for the difference, exact McNemar on each item's majority answer. Per hop and arm: scores.json.</p>");
+        let _ = write!(
+            s,
+            "</tbody></table><p class=\"note\">{}</p>",
+            tables::COMPARISON_NOTE
+        );
         out.push(("comparisons", "Comparisons", s));
     }
     out

@@ -141,27 +141,25 @@ pub fn summary(report: &RunReport) -> String {
         }
         s.push('\n');
     }
-    if !report.comparisons.is_empty() {
-        s.push_str("## Comparisons\n\n| systems | items | accuracy after the change, difference [95% CI] | only the first right | only the second right | McNemar exact p |\n| --- | --- | --- | --- | --- | --- |\n");
-        for c in &report.comparisons {
-            let d = c.post_acc_difference.map_or_else(
-                || "\u{2013}".to_string(),
-                |d| format!("{:.3} [{:.3}, {:.3}]", d.mean, d.lo, d.hi),
-            );
-            let (a, b, p) = c
-                .mcnemar
-                .get("all")
-                .map_or((0, 0, 1.0), |m| (m.a_only, m.b_only, m.p_value));
+    let comparisons = tables::comparisons(report);
+    if !comparisons.is_empty() {
+        s.push_str("## Comparisons\n\n| systems | ");
+        s.push_str(&tables::COMPARISON_COLUMNS.join(" | "));
+        s.push_str(" |\n| --- | --- | --- | --- | --- | --- |\n");
+        for c in &comparisons {
             let _ = writeln!(
                 s,
-                "| {} vs {} | {} | {d} | {a} | {b} | {} |",
+                "| {} vs {} | {} | {} | {} | {} | {} |",
                 md(&c.a),
                 md(&c.b),
                 c.items,
-                fmt_p(p)
+                c.difference,
+                c.a_only,
+                c.b_only,
+                c.p
             );
         }
-        s.push_str("\nPaired on the items both systems answered: bootstrap over items for the difference, exact McNemar on each item's majority answer. Per hop and arm: scores.json.\n");
+        let _ = writeln!(s, "\n{}", tables::COMPARISON_NOTE);
     }
     s
 }

@@ -314,3 +314,56 @@ pub fn pit(systems: &Pit) -> Table {
         rows,
     }
 }
+
+/// One paired comparison, its cells as text: the systems, the items both answered, the
+/// difference in post-change accuracy with its interval, the items only one got right,
+/// and the exact McNemar p.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub items: usize,
+    pub difference: String,
+    pub a_only: usize,
+    pub b_only: usize,
+    pub p: String,
+}
+
+/// The headings of [`comparisons`]' columns, after the systems.
+pub const COMPARISON_COLUMNS: [&str; 5] = [
+    "items",
+    "accuracy after the change, difference [95% CI]",
+    "only the first right",
+    "only the second right",
+    "McNemar exact p",
+];
+
+/// What the comparison table says under it.
+pub const COMPARISON_NOTE: &str = "Paired on the items both systems answered: bootstrap over items for the difference, exact McNemar on each item's majority answer. Per hop and arm: scores.json.";
+
+/// The run's paired comparisons, for `report.html` and `summary.md` alike.
+pub fn comparisons(report: &crate::score::RunReport) -> Vec<Comparison> {
+    report
+        .comparisons
+        .iter()
+        .map(|c| {
+            let difference = c.post_acc_difference.map_or_else(
+                || "\u{2013}".to_string(),
+                |d| format!("{:.3} [{:.3}, {:.3}]", d.mean, d.lo, d.hi),
+            );
+            let (a_only, b_only, p) = c
+                .mcnemar
+                .get("all")
+                .map_or((0, 0, 1.0), |m| (m.a_only, m.b_only, m.p_value));
+            Comparison {
+                a: c.a.clone(),
+                b: c.b.clone(),
+                items: c.items,
+                difference,
+                a_only,
+                b_only,
+                p: crate::score::compare::fmt_p(p),
+            }
+        })
+        .collect()
+}
