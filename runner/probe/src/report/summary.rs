@@ -163,3 +163,11 @@ pub fn summary(report: &RunReport) -> String {
     }
     s
 }
+
+impl RunReport {
+    /// `summary.md`: the report's tables with their plain names, the set run at the
+    /// top (see [`summary`]).
+    pub fn summary(&self) -> String {
+        summary(self)
+    }
+}
