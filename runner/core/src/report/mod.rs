@@ -35,6 +35,28 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// LaTeX's special characters, escaped for text mode (`tables.tex` of either suite).
+pub fn latex_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '_' | '&' | '%' | '$' | '#' | '{' | '}' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            '~' => out.push_str("\\textasciitilde{}"),
+            '^' => out.push_str("\\textasciicircum{}"),
+            '\\' => out.push_str("\\textbackslash{}"),
+            '\u{2212}' => out.push_str("$-$"),
+            '\u{201c}' => out.push_str("``"),
+            '\u{201d}' => out.push_str("''"),
+            '\u{2026}' => out.push_str("\\ldots{}"),
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
 /// Text for Markdown (GitHub's included) from a user-supplied name: every character that
 /// could open markup, a link, code, an HTML tag or entity, or a table cell is
 /// backslash-escaped (an underscore inside a word, which opens nothing, is kept), and a

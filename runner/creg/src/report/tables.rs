@@ -3,6 +3,7 @@
 use crate::record::Regime;
 use crate::report::{exploratory, models_conditions, EXPLORATORY_NOTE, HEADLINE};
 use crate::score::aggregate::{Aggregate, CellEstimate};
+use runner_core::report::latex_text;
 use runner_core::stats::bootstrap::Estimate;
 use std::fmt::Write as _;
 
@@ -34,25 +35,6 @@ pub fn csv(a: &Aggregate) -> String {
     out
 }
 
-/// LaTeX's special characters, escaped for text mode.
-pub fn latex_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '_' | '&' | '%' | '$' | '#' | '{' | '}' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            '~' => out.push_str("\\textasciitilde{}"),
-            '^' => out.push_str("\\textasciicircum{}"),
-            '\\' => out.push_str("\\textbackslash{}"),
-            '−' => out.push_str("$-$"),
-            _ => out.push(ch),
-        }
-    }
-    out
-}
-
 fn tex_cell(e: Option<&Estimate>) -> String {
     e.map_or_else(
         || "--".to_string(),
@@ -62,7 +44,7 @@ fn tex_cell(e: Option<&Estimate>) -> String {
 
 fn series(m: &str, c: &str) -> String {
     let mark = if exploratory(m, c) { "$^\\dagger$" } else { "" };
-    format!("{} / {}{mark}", latex_escape(m), latex_escape(c))
+    format!("{} / {}{mark}", latex_text(m), latex_text(c))
 }
 
 fn table(
@@ -87,7 +69,7 @@ fn table(
         let _ = writeln!(
             out,
             "\\par\\smallskip {}",
-            latex_escape(EXPLORATORY_NOTE).replace('†', "$^\\dagger$")
+            latex_text(EXPLORATORY_NOTE).replace('†', "$^\\dagger$")
         );
     }
     let _ = writeln!(out, "\\end{{table}}\n");
@@ -105,7 +87,7 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
     // The headline is wide: two tables of at most six metrics each.
     for (part, chunk) in HEADLINE.chunks(6).enumerate() {
         let mut header = vec!["model / condition".to_string()];
-        header.extend(chunk.iter().map(|(_, _, l)| latex_escape(l)));
+        header.extend(chunk.iter().map(|(_, _, l)| latex_text(l)));
         let body: Vec<Vec<String>> = rows
             .iter()
             .map(|(m, c)| {
@@ -122,7 +104,7 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
             &mut out,
             &format!(
                 "{}: headline metrics ({} of 2), 95\\% intervals.",
-                latex_escape(title),
+                latex_text(title),
                 part + 1
             ),
             &format!("tab:headline-{}", part + 1),
@@ -135,7 +117,7 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
         let body: Vec<Vec<String>> = Regime::ALL
             .into_iter()
             .map(|r| {
-                let mut row = vec![latex_escape(&r.to_string())];
+                let mut row = vec![latex_text(&r.to_string())];
                 row.extend(
                     rows.iter()
                         .map(|(m, c)| tex_cell(a.find(m, c, task, metric, Some(r)))),
@@ -152,8 +134,8 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
             &mut out,
             &format!(
                 "{}: {} ({} task) by regime, 95\\% intervals.",
-                latex_escape(title),
-                latex_escape(label),
+                latex_text(title),
+                latex_text(label),
                 task
             ),
             &format!("tab:regime-{}-{}", task, metric.replace('_', "-")),

@@ -2,28 +2,8 @@
 //! interval and n.
 
 use crate::report::tables::Table;
+use runner_core::report::latex_text;
 use std::fmt::Write as _;
-
-/// LaTeX's special characters, escaped for text mode.
-pub fn latex_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '_' | '&' | '%' | '$' | '#' | '{' | '}' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            '~' => out.push_str("\\textasciitilde{}"),
-            '^' => out.push_str("\\textasciicircum{}"),
-            '\\' => out.push_str("\\textbackslash{}"),
-            '\u{201c}' => out.push_str("``"),
-            '\u{201d}' => out.push_str("''"),
-            '\u{2026}' => out.push_str("\\ldots{}"),
-            _ => out.push(ch),
-        }
-    }
-    out
-}
 
 /// A long column heading over two lines (a nested tabular: no package needed), split
 /// at the space nearest its middle.
@@ -36,10 +16,10 @@ fn two_lines(h: &str) -> String {
     match split {
         Some(i) if h.chars().count() > 14 => format!(
             "\\begin{{tabular}}[b]{{@{{}}r@{{}}}}{}\\\\{}\\end{{tabular}}",
-            latex_escape(&h[..i]),
-            latex_escape(&h[i + 1..])
+            latex_text(&h[..i]),
+            latex_text(&h[i + 1..])
         ),
-        _ => latex_escape(h),
+        _ => latex_text(h),
     }
 }
 
@@ -49,16 +29,16 @@ pub fn table(t: &Table) -> String {
     let _ = writeln!(
         s,
         "\\begin{{table}}[t]\n\\centering\n\\scriptsize\n\\caption{{{}}}\n\\label{{tab:probe-{}}}\n\\begin{{tabular}}{{l{}}}\n\\toprule",
-        latex_escape(&t.caption),
+        latex_text(&t.caption),
         t.id,
         "r".repeat(t.columns.len())
     );
-    let header: Vec<String> = std::iter::once(latex_escape(&t.corner))
+    let header: Vec<String> = std::iter::once(latex_text(&t.corner))
         .chain(t.columns.iter().map(|h| two_lines(h)))
         .collect();
     let _ = writeln!(s, "{} \\\\\n\\midrule", header.join(" & "));
     for row in &t.rows {
-        let mut cells = vec![latex_escape(&row.label)];
+        let mut cells = vec![latex_text(&row.label)];
         cells.extend(row.cells.iter().map(|c| {
             c.estimate.map_or_else(
                 || "--".to_string(),
