@@ -13,7 +13,11 @@
 //! The weights are packed into panels of [`PANEL`] outputs, depth-major (`[panel][k][16]`),
 //! so that one depth step of a panel is one contiguous vector load. They are kept in
 //! the checkpoint's format: f32, or bf16 widened to f32 in registers (exact), so a
-//! bf16 model takes half the memory and half the bandwidth of its f32 copy.
+//! bf16 model takes half the memory and half the bandwidth of its f32 copy. Or they are
+//! quantized at load to GGML's q8_0 (int8 in blocks of 32 depths with an f16 scale,
+//! [`q8`]), widened and scaled in registers: int8 times an f16 scale is exact in f32, so
+//! the product is the f32 product on the dequantized weights, bit for bit, with the
+//! activations kept in f32 (GGML's own q8_0 product rounds them to int8 too).
 
 use crate::candle::cpu::{product_input, with_slice};
 use candle_core::{DType, Device, Result, Tensor};
@@ -21,6 +25,9 @@ use rayon::prelude::*;
 
 /// Outputs per panel: one AVX-512 vector of f32.
 pub const PANEL: usize = 16;
+
+/// Inputs per q8_0 block: a q8_0 layer must be a whole number of them.
+pub const Q8_BLOCK: usize = q8::BLOCK;
 
 /// Depth of one block: a group of panels' block (4 x 16 x 512 f32 = 128 KiB) stays in L2
 /// while every row tile reads it.
@@ -31,6 +38,7 @@ const DEPTH_BLOCK: usize = 512;
 pub enum Packing {
     F32,
     Bf16,
+    Q8_0,
 }
 
 #[derive(Debug, Clone)]
@@ -38,6 +46,8 @@ enum Store {
     F32(Vec<f32>),
     /// bf16 bit patterns.
     Bf16(Vec<u16>),
+    /// q8_0 panels ([`q8`]).
+    Q8(Vec<u8>),
 }
 
 /// A (n, k) weight in panels, for `x W^T`.
@@ -54,17 +64,20 @@ impl PackedWeight {
     pub fn pack(parts: &[&Tensor], packing: Packing) -> Result<Self> {
         let k = parts.first().map_or(Ok(0), |p| p.dim(1))?;
         let n: usize = parts.iter().map(|p| p.dim(0)).sum::<Result<usize>>()?;
+        for part in parts {
+            if part.dim(1)? != k {
+                candle_core::bail!("stacked weights differ in depth: {k} and {}", part.dim(1)?);
+            }
+        }
         let panels = n.div_ceil(PANEL);
         let len = panels * k * PANEL;
         let mut store = match packing {
             Packing::F32 => Store::F32(vec![0.0; len]),
             Packing::Bf16 => Store::Bf16(vec![0; len]),
+            Packing::Q8_0 => Store::Q8(q8::pack(parts, panels, k)?),
         };
         let mut first = 0;
         for part in parts {
-            if part.dim(1)? != k {
-                candle_core::bail!("stacked weights differ in depth: {k} and {}", part.dim(1)?);
-            }
             let rows = part.dim(0)?;
             match &mut store {
                 Store::F32(dst) => {
@@ -78,6 +91,7 @@ impl PackedWeight {
                         scatter(dst, bits, first, rows, k)
                     })?;
                 }
+                Store::Q8(_) => {}
             }
             first += rows;
         }
@@ -140,6 +154,7 @@ impl PackedWeight {
         match &self.store {
             Store::F32(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
             Store::Bf16(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
+            Store::Q8(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
         }
     }
 
@@ -200,7 +215,10 @@ pub fn available_isas() -> Vec<Isa> {
     let mut v = vec![Isa::Scalar];
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        if is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+        {
             v.push(Isa::Avx2);
         }
         if is_x86_feature_detected!("avx512f") {
@@ -325,20 +343,31 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
             }
         }
     }
-    let panel_len = job.k * PANEL;
+    let panel_len = W::panel_len(job.k);
     let w = job.w.add(p * panel_len);
     let x = job.x.add(r * job.k);
-    for d in k0..k1 {
-        let mut ws = [L::zero(); NP];
-        for (j, v) in ws.iter_mut().enumerate() {
-            *v = W::load::<L>(w.add(j * panel_len + d * PANEL));
+    // Steps of depths that share their scales (all of k0..k1 for unscaled weights);
+    // a depth block is a whole number of steps.
+    let mut d0 = k0;
+    while d0 < k1 {
+        let d1 = if W::STEP >= k1 - d0 { k1 } else { d0 + W::STEP };
+        let mut scales = [L::zero(); NP];
+        for (j, s) in scales.iter_mut().enumerate() {
+            *s = W::scale::<L>(w.add(j * panel_len), d0);
         }
-        for (i, a) in acc.iter_mut().enumerate() {
-            let xv = *x.add(i * job.k + d);
-            for (j, v) in a.iter_mut().enumerate() {
-                *v = v.fma(xv, ws[j]);
+        for d in d0..d1 {
+            let mut ws = [L::zero(); NP];
+            for (j, v) in ws.iter_mut().enumerate() {
+                *v = W::load::<L>(w.add(j * panel_len), d, scales[j]);
+            }
+            for (i, a) in acc.iter_mut().enumerate() {
+                let xv = *x.add(i * job.k + d);
+                for (j, v) in a.iter_mut().enumerate() {
+                    *v = v.fma(xv, ws[j]);
+                }
             }
         }
+        d0 = d1;
     }
     for (i, a) in acc.iter().enumerate() {
         for (j, v) in a.iter().enumerate() {
@@ -352,27 +381,71 @@ trait Lanes: Copy {
     fn zero() -> Self;
     unsafe fn load(p: *const f32) -> Self;
     unsafe fn load_bf16(p: *const u16) -> Self;
+    /// 16 f16 values (q8_0's scales) as f32, exactly.
+    unsafe fn load_f16(p: *const u16) -> Self;
+    /// 16 int8 values times `scale`: exact, as int8 times an f16 value fits in f32.
+    unsafe fn load_q8(p: *const i8, scale: Self) -> Self;
     /// `self + x * w`, rounded once per lane.
     fn fma(self, x: f32, w: Self) -> Self;
     unsafe fn store(self, p: *mut f32);
 }
 
-/// A stored weight value.
+/// How a panel holds its weights: the unit of its store.
 trait Weight: Copy {
-    unsafe fn load<L: Lanes>(p: *const Self) -> L;
+    /// Depths that share one scale; a tile loads the scales once per step.
+    const STEP: usize;
+    /// Units of one panel of depth `k`.
+    fn panel_len(k: usize) -> usize;
+    /// The scales of the step holding depth `d` of the panel at `panel`.
+    unsafe fn scale<L: Lanes>(panel: *const Self, d: usize) -> L;
+    /// Depth `d` of the panel at `panel`, as f32, given its step's scales.
+    unsafe fn load<L: Lanes>(panel: *const Self, d: usize, scale: L) -> L;
 }
 
 impl Weight for f32 {
+    const STEP: usize = usize::MAX;
+    fn panel_len(k: usize) -> usize {
+        k * PANEL
+    }
     #[inline(always)]
-    unsafe fn load<L: Lanes>(p: *const f32) -> L {
-        L::load(p)
+    unsafe fn scale<L: Lanes>(_: *const f32, _: usize) -> L {
+        L::zero()
+    }
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(panel: *const f32, d: usize, _: L) -> L {
+        L::load(panel.add(d * PANEL))
     }
 }
 
+/// bf16 bit patterns.
 impl Weight for u16 {
+    const STEP: usize = usize::MAX;
+    fn panel_len(k: usize) -> usize {
+        k * PANEL
+    }
     #[inline(always)]
-    unsafe fn load<L: Lanes>(p: *const u16) -> L {
-        L::load_bf16(p)
+    unsafe fn scale<L: Lanes>(_: *const u16, _: usize) -> L {
+        L::zero()
+    }
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(panel: *const u16, d: usize, _: L) -> L {
+        L::load_bf16(panel.add(d * PANEL))
+    }
+}
+
+/// The bytes of q8_0 panels ([`q8`]).
+impl Weight for u8 {
+    const STEP: usize = q8::BLOCK;
+    fn panel_len(k: usize) -> usize {
+        k / q8::BLOCK * q8::BLOCK_BYTES
+    }
+    #[inline(always)]
+    unsafe fn scale<L: Lanes>(panel: *const u8, d: usize) -> L {
+        L::load_f16(panel.add(q8::scales_at(d)).cast())
+    }
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(panel: *const u8, d: usize, scale: L) -> L {
+        L::load_q8(panel.add(q8::values_at(d)).cast(), scale)
     }
 }
 
@@ -394,6 +467,20 @@ impl Lanes for Scalar {
         Scalar(bits.map(|b| f32::from_bits((b as u32) << 16)))
     }
     #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
+        Scalar(bits.map(|b| half::f16::from_bits(b).to_f32()))
+    }
+    #[inline(always)]
+    unsafe fn load_q8(p: *const i8, scale: Self) -> Self {
+        let q: [i8; PANEL] = std::ptr::read_unaligned(p.cast());
+        let mut v = [0f32; PANEL];
+        for ((v, q), s) in v.iter_mut().zip(q).zip(scale.0) {
+            *v = q as f32 * s;
+        }
+        Scalar(v)
+    }
+    #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {
         let mut v = self.0;
         for (a, w) in v.iter_mut().zip(w.0) {
@@ -407,100 +494,9 @@ impl Lanes for Scalar {
     }
 }
 
+mod q8;
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{group, Job, Lanes, Weight, PANEL};
-    use std::arch::x86_64::*;
-
-    pub(super) const AVX2_PANELS: usize = 2;
-    pub(super) const AVX512_PANELS: usize = 4;
-
-    /// 3 rows x 2 panels: 12 accumulators of the 16 ymm registers (each lane set is two).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn avx2<W: Weight>(job: &Job<W>, g: usize) {
-        group::<Avx2, W, 3, AVX2_PANELS>(job, g)
-    }
-
-    /// 6 rows x 4 panels: 24 accumulators, 4 weight vectors and a broadcast of 32 zmm.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn avx512<W: Weight>(job: &Job<W>, g: usize) {
-        group::<Avx512, W, 6, AVX512_PANELS>(job, g)
-    }
-
-    #[derive(Clone, Copy)]
-    pub(super) struct Avx2([__m256; 2]);
-
-    impl Lanes for Avx2 {
-        #[inline(always)]
-        fn zero() -> Self {
-            // Safety: avx is implied by every caller's target features.
-            unsafe { Avx2([_mm256_setzero_ps(); 2]) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            Avx2([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))])
-        }
-        #[inline(always)]
-        unsafe fn load_bf16(p: *const u16) -> Self {
-            Avx2([widen8(p), widen8(p.add(8))])
-        }
-        #[inline(always)]
-        fn fma(self, x: f32, w: Self) -> Self {
-            // Safety: as for `zero`.
-            unsafe {
-                let xv = _mm256_set1_ps(x);
-                Avx2([
-                    _mm256_fmadd_ps(xv, w.0[0], self.0[0]),
-                    _mm256_fmadd_ps(xv, w.0[1], self.0[1]),
-                ])
-            }
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            _mm256_storeu_ps(p, self.0[0]);
-            _mm256_storeu_ps(p.add(PANEL / 2), self.0[1]);
-        }
-    }
-
-    /// 8 bf16 values as f32 (exact: the bits shift into the high half).
-    #[inline(always)]
-    unsafe fn widen8(p: *const u16) -> __m256 {
-        let h = _mm_loadu_si128(p.cast());
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-    }
-
-    #[derive(Clone, Copy)]
-    pub(super) struct Avx512(__m512);
-
-    impl Lanes for Avx512 {
-        #[inline(always)]
-        fn zero() -> Self {
-            // Safety: avx512f is implied by every caller's target features.
-            unsafe { Avx512(_mm512_setzero_ps()) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            Avx512(_mm512_loadu_ps(p))
-        }
-        #[inline(always)]
-        unsafe fn load_bf16(p: *const u16) -> Self {
-            let h = _mm256_loadu_si256(p.cast());
-            Avx512(_mm512_castsi512_ps(_mm512_slli_epi32(
-                _mm512_cvtepu16_epi32(h),
-                16,
-            )))
-        }
-        #[inline(always)]
-        fn fma(self, x: f32, w: Self) -> Self {
-            // Safety: as for `zero`.
-            unsafe { Avx512(_mm512_fmadd_ps(_mm512_set1_ps(x), w.0, self.0)) }
-        }
-        #[inline(always)]
-        unsafe fn store(self, p: *mut f32) {
-            _mm512_storeu_ps(p, self.0)
-        }
-    }
-}
+mod x86;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
-//! Weights quantized at load (GGML's q8_0 and q4_K blocks), multiplied by candle's
-//! quantized dot products.
+//! Weights quantized at load to GGML's q4_K blocks, multiplied by candle's quantized
+//! dot products. (q8_0 has panels of its own, [`crate::candle::cpu::packed`].)
 //!
 //! The blocks are held here and handed to `k_quants::matmul` directly rather than
 //! through `QMatMul`: on CPUs with VNNI, `QMatMul` repacks a weight into a second layout
@@ -9,65 +9,40 @@
 //! a row's bits do not depend on the rows beside it.
 
 use crate::candle::cpu::{product_input, with_slice};
-use candle_core::quantized::k_quants::{self, BlockQ4K, BlockQ8_0, GgmlType};
+use candle_core::quantized::k_quants::{self, BlockQ4K, GgmlType};
 use candle_core::{DType, Device, Result, Tensor};
 use rayon::prelude::*;
 
-#[derive(Debug, Clone)]
-enum Blocks {
-    Q8_0(Vec<BlockQ8_0>),
-    Q4K(Vec<BlockQ4K>),
-}
+/// Inputs per q4_K block: a layer must be a whole number of them.
+pub const Q4K_BLOCK: usize = BlockQ4K::BLCK_SIZE;
 
-/// Which blocks to quantize to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quant {
-    Q8_0,
-    Q4K,
-}
-
-impl Quant {
-    pub fn block(self) -> usize {
-        match self {
-            Quant::Q8_0 => BlockQ8_0::BLCK_SIZE,
-            Quant::Q4K => BlockQ4K::BLCK_SIZE,
-        }
-    }
-}
-
-/// A (n, k) weight quantized row by row, for `x W^T`.
+/// A (n, k) weight quantized to q4_K row by row, for `x W^T`.
 #[derive(Debug, Clone)]
 pub struct QuantWeight {
     n: usize,
     k: usize,
-    blocks: Blocks,
+    blocks: Vec<BlockQ4K>,
 }
 
 impl QuantWeight {
     /// Quantizes `parts` (each (n_i, k), stacked along n in order); rows in parallel,
     /// each widened to f32 on its own, so no f32 copy of a whole weight is made.
-    pub fn quantize(parts: &[&Tensor], quant: Quant) -> Result<Self> {
+    pub fn quantize_q4k(parts: &[&Tensor]) -> Result<Self> {
         let k = parts.first().map_or(Ok(0), |p| p.dim(1))?;
-        if k % quant.block() != 0 {
-            candle_core::bail!(
-                "{quant:?} needs inputs in blocks of {}, not {k}",
-                quant.block()
-            );
+        if !k.is_multiple_of(Q4K_BLOCK) {
+            candle_core::bail!("q4_K needs inputs in blocks of {Q4K_BLOCK}, not {k}");
         }
         let n: usize = parts.iter().map(|p| p.dim(0)).sum::<Result<usize>>()?;
-        let per_row = k / quant.block();
-        let mut blocks = match quant {
-            Quant::Q8_0 => Blocks::Q8_0(vec![BlockQ8_0::zeros(); n * per_row]),
-            Quant::Q4K => Blocks::Q4K(vec![BlockQ4K::zeros(); n * per_row]),
-        };
+        let per_row = k / Q4K_BLOCK;
+        let mut blocks = vec![BlockQ4K::zeros(); n * per_row];
         let mut first = 0;
         for part in parts {
             let rows = part.dim(0)?;
-            let range = first * per_row..(first + rows) * per_row;
-            match &mut blocks {
-                Blocks::Q8_0(b) => fill(&mut b[range], part, k)?,
-                Blocks::Q4K(b) => fill(&mut b[range], part, k)?,
-            }
+            fill(
+                &mut blocks[first * per_row..(first + rows) * per_row],
+                part,
+                k,
+            )?;
             first += rows;
         }
         Ok(QuantWeight { n, k, blocks })
@@ -79,11 +54,7 @@ impl QuantWeight {
         let mut out = vec![0f32; rows * self.n];
         if rows > 0 {
             with_slice::<f32, _>(&x, |xs| {
-                let mkn = (rows, self.k, self.n);
-                match &self.blocks {
-                    Blocks::Q8_0(b) => k_quants::matmul(mkn, xs, b, &mut out),
-                    Blocks::Q4K(b) => k_quants::matmul(mkn, xs, b, &mut out),
-                }
+                k_quants::matmul((rows, self.k, self.n), xs, &self.blocks, &mut out)
             })?;
         }
         dims.push(self.n);
@@ -93,33 +64,40 @@ impl QuantWeight {
 
 /// Quantizes the rows of `part` (on the CPU, any float dtype) into `dst`.
 fn fill<T: GgmlType>(dst: &mut [T], part: &Tensor, k: usize) -> Result<()> {
-    let part = part.to_device(&Device::Cpu)?.contiguous()?;
     let per_row = k / T::BLCK_SIZE;
-    let mut quantize_rows = |src: &(dyn Fn(usize, &mut [f32]) + Sync)| {
+    with_rows_f32(part, k, |row_of| {
         dst.par_chunks_mut(per_row).enumerate().for_each_init(
             || vec![0f32; k],
             |row, (r, out)| {
-                src(r, row);
+                row_of(r, row);
                 T::from_float(row, out);
             },
         );
-    };
+        Ok(())
+    })
+}
+
+/// Runs `f` with a reader that widens row `r` of the (rows, k) weight `part` (on the
+/// CPU, f32, bf16 or f16) into an f32 buffer, so that quantizing rows in parallel
+/// never makes an f32 copy of the whole weight.
+pub(crate) fn with_rows_f32(
+    part: &Tensor,
+    k: usize,
+    f: impl FnOnce(&(dyn Fn(usize, &mut [f32]) + Sync)) -> Result<()>,
+) -> Result<()> {
+    let part = part.to_device(&Device::Cpu)?.contiguous()?;
     match part.dtype() {
         DType::F32 => with_slice::<f32, _>(&part, |s| {
-            quantize_rows(&|r, row| row.copy_from_slice(&s[r * k..(r + 1) * k]));
-            Ok(())
-        })?,
-        DType::BF16 => with_slice::<half::bf16, _>(&part, |s| {
-            quantize_rows(&|r, row| widen(&s[r * k..(r + 1) * k], row));
-            Ok(())
-        })?,
-        DType::F16 => with_slice::<half::f16, _>(&part, |s| {
-            quantize_rows(&|r, row| widen(&s[r * k..(r + 1) * k], row));
-            Ok(())
-        })?,
+            f(&|r, row| row.copy_from_slice(&s[r * k..(r + 1) * k]))
+        }),
+        DType::BF16 => {
+            with_slice::<half::bf16, _>(&part, |s| f(&|r, row| widen(&s[r * k..(r + 1) * k], row)))
+        }
+        DType::F16 => {
+            with_slice::<half::f16, _>(&part, |s| f(&|r, row| widen(&s[r * k..(r + 1) * k], row)))
+        }
         other => candle_core::bail!("cannot quantize weights of dtype {other:?}"),
     }
-    Ok(())
 }
 
 fn widen<T: Copy + Into<f32>>(src: &[T], dst: &mut [f32]) {

@@ -1,9 +1,9 @@
 //! A linear layer in the weight format the model was loaded in: candle's product on a
-//! GPU, packed panels for f32 and bf16 on the CPU, candle's quantized dot products
-//! (q8_0, q4_K) for a quantization made at load.
+//! GPU; on the CPU, packed panels for f32, bf16 and q8_0, and candle's quantized dot
+//! products for q4_K.
 
-use crate::candle::cpu::packed::{PackedWeight, Packing};
-use crate::candle::cpu::quantized::{Quant, QuantWeight};
+use crate::candle::cpu::packed::{PackedWeight, Packing, Q8_BLOCK};
+use crate::candle::cpu::quantized::{QuantWeight, Q4K_BLOCK};
 use crate::candle::weights::{WeightFormat, Weights};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{Linear, VarBuilder};
@@ -82,36 +82,27 @@ impl Proj {
             };
             return Ok(Proj::Dense(Linear::new(weight, bias)));
         }
-        let quant = match format {
-            WeightFormat::F32 | WeightFormat::Bf16 => None,
-            WeightFormat::Q8_0 => Some(Quant::Q8_0),
-            WeightFormat::Q4K => Some(Quant::Q4K),
-        };
-        let Some(quant) = quant else {
-            let packing = if format == WeightFormat::Bf16 {
-                Packing::Bf16
-            } else {
-                Packing::F32
-            };
-            return Ok(Proj::Packed {
-                weight: PackedWeight::pack(parts, packing)?,
-                bias,
-            });
-        };
         let inputs = parts[0].dim(1)?;
-        // A layer whose inputs do not fill q4_K's blocks of 256 takes q8_0's of 32, as
-        // llama.cpp's quantizer falls back for such tensors.
-        let quant = match quant {
-            Quant::Q4K if inputs % Quant::Q4K.block() != 0 => Quant::Q8_0,
-            q => q,
+        let packing = match format {
+            WeightFormat::F32 => Packing::F32,
+            WeightFormat::Bf16 => Packing::Bf16,
+            WeightFormat::Q4K if inputs.is_multiple_of(Q4K_BLOCK) => {
+                return Ok(Proj::Quantized {
+                    weight: QuantWeight::quantize_q4k(parts)?,
+                    bias,
+                });
+            }
+            // A layer whose inputs do not fill q4_K's blocks of 256 takes q8_0's of 32,
+            // as llama.cpp's quantizer falls back for such tensors.
+            WeightFormat::Q8_0 | WeightFormat::Q4K => Packing::Q8_0,
         };
-        if inputs % Quant::Q8_0.block() != 0 {
+        if packing == Packing::Q8_0 && !inputs.is_multiple_of(Q8_BLOCK) {
             candle_core::bail!(
-                "{format} quantizes blocks of at least 32 inputs; this layer has {inputs}: load it as bf16 or f32"
+                "{format} quantizes blocks of at least {Q8_BLOCK} inputs; this layer has {inputs}: load it as bf16 or f32"
             );
         }
-        Ok(Proj::Quantized {
-            weight: QuantWeight::quantize(parts, quant)?,
+        Ok(Proj::Packed {
+            weight: PackedWeight::pack(parts, packing)?,
             bias,
         })
     }

@@ -34,11 +34,20 @@ fn bits(v: &[f32]) -> Vec<u32> {
 /// width that fills whole panel groups and ones that end in a partial group or panel.
 const SHAPES: [(usize, usize); 5] = [(64, 48), (128, 1100), (200, 96), (17, 530), (1024, 64)];
 
+/// Shapes for q8_0, whose depths are whole blocks of 32: inside one depth block, over
+/// several with a partial last one, and partial panel groups and panels.
+const Q8_SHAPES: [(usize, usize); 4] = [(64, 64), (128, 1120), (200, 96), (17, 544)];
+
 #[test]
 fn a_row_has_the_same_bits_alone_as_among_any_other_rows_for_every_isa_and_packing() {
     let rows = 37;
-    for packing in [Packing::F32, Packing::Bf16] {
-        for (n, k) in SHAPES {
+    for packing in [Packing::F32, Packing::Bf16, Packing::Q8_0] {
+        let shapes: &[(usize, usize)] = if packing == Packing::Q8_0 {
+            &Q8_SHAPES
+        } else {
+            &SHAPES
+        };
+        for &(n, k) in shapes {
             let (_, w) = weight(n, k, packing);
             let x = random(rows * k, 7);
             let mut reference = vec![0f32; rows * n];
@@ -141,4 +150,63 @@ fn stacked_parts_give_the_products_of_each_part_side_by_side() {
         assert_eq!(bits(&a), bits(&b));
         first += n;
     }
+}
+
+/// int8 times an f16 scale is exact in f32, so q8_0 panels compute the f32 product of
+/// the weights candle's q8_0 dequantizes to, bit for bit, on every instruction set.
+#[test]
+fn q8_0_panels_compute_exactly_on_the_weights_candle_dequantizes() {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    for (n, k) in Q8_SHAPES {
+        // Rows of very different magnitudes, so that the scales differ per block.
+        let w = Tensor::from_vec(random(n * k, 13), (n, k), &Device::Cpu)
+            .unwrap()
+            .broadcast_mul(
+                &Tensor::from_vec(random(n, 17), (n, 1), &Device::Cpu)
+                    .unwrap()
+                    .affine(100.0, 0.0)
+                    .unwrap(),
+            )
+            .unwrap();
+        let dequantized = QTensor::quantize(&w, GgmlDType::Q8_0)
+            .unwrap()
+            .dequantize(&Device::Cpu)
+            .unwrap();
+        let q8 = PackedWeight::pack(&[&w], Packing::Q8_0).unwrap();
+        let f32 = PackedWeight::pack(&[&dequantized], Packing::F32).unwrap();
+        let rows = 7;
+        let x = random(rows * k, 19);
+        let mut want = vec![0f32; rows * n];
+        f32.matmul(&x, rows, &mut want, Isa::Scalar);
+        for isa in available_isas() {
+            let mut got = vec![0f32; rows * n];
+            q8.matmul(&x, rows, &mut got, isa);
+            assert_eq!(bits(&got), bits(&want), "{isa:?} n {n} k {k}");
+        }
+    }
+}
+
+#[test]
+fn q8_0_panels_take_stacked_parts_from_bf16_in_place() {
+    let k = 96;
+    let parts: Vec<Tensor> = [24, 8, 40]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            Tensor::from_vec(random(n * k, 40 + i as u64), (n, k), &Device::Cpu)
+                .unwrap()
+                .to_dtype(DType::BF16)
+                .unwrap()
+        })
+        .collect();
+    let refs: Vec<&Tensor> = parts.iter().collect();
+    let stacked = PackedWeight::pack(&refs, Packing::Q8_0).unwrap();
+    let whole = Tensor::cat(&refs, 0).unwrap();
+    let one = PackedWeight::pack(&[&whole], Packing::Q8_0).unwrap();
+    let x = random(3 * k, 23);
+    let (mut a, mut b) = (vec![0f32; 3 * 72], vec![0f32; 3 * 72]);
+    stacked.matmul(&x, 3, &mut a, best_isa());
+    one.matmul(&x, 3, &mut b, best_isa());
+    assert_eq!(bits(&a), bits(&b));
+    assert!(PackedWeight::pack(&[&whole.narrow(1, 0, 48).unwrap()], Packing::Q8_0).is_err());
 }
