@@ -53,6 +53,11 @@ pub struct GenerateArgs {
     max_new_tokens: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Feed these token ids (comma-separated) after the prompt instead of choosing, and
+    /// print the greedy token at each position (`greedy_at`): compares weight formats
+    /// position by position on the same context.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    teacher_forced: Option<Vec<u32>>,
     /// auto, cpu or cuda:N
     #[arg(long, default_value = "auto")]
     device: String,
@@ -86,7 +91,10 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
         id: RequestId::new("generate"),
         prompt: Prompt::Chat(messages),
         seeds: vec![args.seed],
-        max_new_tokens: args.max_new_tokens,
+        max_new_tokens: args
+            .teacher_forced
+            .as_ref()
+            .map_or(args.max_new_tokens, Vec::len),
         sampling: if args.greedy {
             Sampling::Greedy
         } else {
@@ -101,6 +109,9 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
     )?;
     let mut engine = Engine::load_with(&files, device, &label, args.weights.options())
         .with_context(|| format!("loading {label}"))?;
+    if let Some(forced) = &args.teacher_forced {
+        return teacher_forced(&engine, &request.prompt, forced, &label);
+    }
     let samples = engine.generate(std::slice::from_ref(&request))?;
     let s = samples.first().context("the engine returned no sample")?;
     let out = json!({
@@ -113,6 +124,30 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
         "token_ids": s.token_ids,
         "finish_reason": s.finish_reason,
         "timings": s.timings,
+    });
+    println!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `runner generate --teacher-forced`: the greedy token at each forced position.
+fn teacher_forced(
+    engine: &Engine,
+    prompt: &Prompt,
+    forced: &[u32],
+    label: &str,
+) -> Result<ExitCode> {
+    let vocab = engine.vocab_size();
+    if let Some(bad) = forced.iter().find(|&&t| t as usize >= vocab) {
+        bail!("--teacher-forced: token id {bad} is outside the vocabulary of {vocab}");
+    }
+    let ids = engine.encode(prompt)?;
+    let greedy_at = engine.teacher_forced(&ids, forced)?;
+    let out = json!({
+        "model": label,
+        "engine": engine.describe(),
+        "prompt_tokens": ids.len(),
+        "forced": forced,
+        "greedy_at": greedy_at,
     });
     println!("{out}");
     Ok(ExitCode::SUCCESS)

@@ -4,8 +4,8 @@
 //! it: continuous batching at row limits of 1, 2, 3, 7 and 32, prompts prefilled whole
 //! or in chunks (joining the batch while other rows decode), the requests in another
 //! order, and a resume that decodes half of the requests in one call and the rest in
-//! another. For every weight format: f32 and bf16 through the packed products, q8_0
-//! and q4_K through candle's quantized ones.
+//! another. For every weight format: f32, bf16 and q8_0 through the packed products,
+//! q4_K through candle's quantized ones.
 
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
@@ -43,7 +43,7 @@ const WORDS: [&str; 24] = [
 ];
 
 /// A prompt of `words` words drawn from a fixed list by a small generator.
-fn text(seed: u64, words: usize) -> String {
+pub(crate) fn text(seed: u64, words: usize) -> String {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..words)
         .map(|_| {

@@ -9,6 +9,7 @@ mod engine_batching;
 mod engine_chat_template;
 mod engine_continuous;
 mod engine_fixture;
+mod engine_forced;
 mod engine_invariance;
 mod engine_memory;
 mod engine_parity;
