@@ -186,3 +186,67 @@ fn tokens_chosen_from_block_reads_are_the_in_place_samplers() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The scheduler admits a request's rows together: a request of more seeds than the row
+/// limit (or than the KV budget holds) is split into parts that fit, each prefilled on
+/// its own, so that `--max-batch` bounds the rows (and the memory) of a run of many
+/// seeds, with the samples of an unbounded run.
+#[test]
+fn a_request_of_more_seeds_than_the_row_limit_never_decodes_more_rows_than_it() {
+    let dir = crate::common::scratch_dir("many-seeds");
+    write_fixture(Arch::Qwen2, Size::Small, &dir).unwrap();
+    let reqs = vec![
+        Request {
+            id: runner_engine::RequestId::new("many"),
+            prompt: runner_engine::Prompt::Raw(
+                "the sensor reads 0.84 and the door is open ".repeat(60),
+            ),
+            seeds: (40..50).collect(),
+            max_new_tokens: 128,
+            sampling: Sampling::PROTOCOL,
+        },
+        Request {
+            id: runner_engine::RequestId::new("few"),
+            prompt: runner_engine::Prompt::Raw("a late report supersedes the camera".into()),
+            seeds: vec![1, 2],
+            max_new_tokens: 128,
+            sampling: Sampling::PROTOCOL,
+        },
+    ];
+    let mut wide = engine(&dir, 32, 4096);
+    let want = sorted(wide.generate(&reqs).unwrap());
+    assert_eq!(want.len(), 12);
+    for scheduler in [Scheduler::Continuous, Scheduler::Static] {
+        let mut narrow = engine(&dir, 4, 4096).with_scheduler(scheduler);
+        let got = sorted(narrow.generate(&reqs).unwrap());
+        let stats = narrow.batch_stats().unwrap();
+        assert!(
+            stats.rows_decoded <= stats.row_steps && stats.row_steps <= 4 * stats.steps,
+            "{scheduler:?}: {} rows decoded in {} steps of at most 4 ({} offered)",
+            stats.rows_decoded,
+            stats.steps,
+            stats.row_steps
+        );
+        assert_eq!(got, want, "{scheduler:?}");
+    }
+    // A KV budget that holds three rows of the long request splits it in threes.
+    let budget = engine(&dir, 32, 4096);
+    let prompt = budget.encode(&reqs[0].prompt).unwrap().len();
+    let three_rows = 3 * (prompt + 128) * budget.kv_bytes_per_token();
+    let mut budget = budget.with_limits(BatchLimits {
+        max_rows: 32,
+        prefill_tokens: 4096,
+        kv_budget_bytes: three_rows + three_rows / 4,
+    });
+    let got = sorted(budget.generate(&reqs[..1]).unwrap());
+    let stats = budget.batch_stats().unwrap();
+    assert!(
+        stats.rows_decoded <= 3 * stats.steps,
+        "{} rows decoded in {} steps under a budget of three rows",
+        stats.rows_decoded,
+        stats.steps
+    );
+    let many: Vec<_> = want.iter().filter(|s| s.0 == "many").cloned().collect();
+    assert_eq!(got, many);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

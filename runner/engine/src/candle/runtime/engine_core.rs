@@ -47,6 +47,7 @@ impl Backend for Engine {
             }
             pending.push((r.clone(), ids));
         }
+        let pending = self.split_seeds(pending);
         match self.scheduler {
             Scheduler::Continuous => self.continuous_with_retry(pending, on_sample),
             Scheduler::Static => self.static_groups(pending, on_sample),
@@ -55,6 +56,31 @@ impl Backend for Engine {
 }
 
 impl Engine {
+    /// Splits a request whose seeds need more rows than decode together (the row
+    /// limit, `--max-batch`, or what the KV budget holds for its prompt and answer)
+    /// into requests of as many seeds as fit, each prefilled on its own. The scheduler
+    /// admits a request's rows together, and always admits the first request, so
+    /// unsplit such a request would overrun both limits. A row's tokens depend only on
+    /// its request and seed, so the samples are the whole request's.
+    fn split_seeds(&self, pending: Vec<(Request, Vec<u32>)>) -> Vec<(Request, Vec<u32>)> {
+        let mut out = Vec::with_capacity(pending.len());
+        for (r, ids) in pending {
+            let fit = self.row_limit(ids.len() + r.max_new_tokens).max(1);
+            if r.seeds.len() <= fit {
+                out.push((r, ids));
+                continue;
+            }
+            for seeds in r.seeds.chunks(fit) {
+                let part = Request {
+                    seeds: seeds.to_vec(),
+                    ..r.clone()
+                };
+                out.push((part, ids.clone()));
+            }
+        }
+        out
+    }
+
     /// Continuous batching; after an out-of-memory error the row limit halves and the
     /// samples not yet handed over are decoded again (identically: rows are
     /// batch-invariant, and a sample's randomness is keyed on its request and seed).
