@@ -9,14 +9,23 @@
 //! query over its own span only (with a vectorised `exp`), and multiplies by the
 //! values with a second product, writing straight into the output.
 //!
+//! The products are `products`' fused AVX-512 / AVX2 / scalar kernels (QK^T, the
+//! softmax and PV per tile of stacked query rows) when the head dimension is a whole
+//! number of 16-float vectors, and the `gemm` crate's (`gemm`) otherwise.
+//!
 //! Batch invariance: a real query's result depends only on its own row. Query blocks
 //! are aligned on the row's real token positions, not on slots, so left padding (which
 //! depends on what else shares the batch) never moves a block boundary, and no key
-//! span starts on a padding slot.
+//! span starts on a padding slot. With the fused kernels the bits do not depend on the
+//! blocks at all: every score, exponential and output is one fixed chain over the
+//! query's own span, whatever tile, thread or instruction set computes it, and a
+//! decode step gives a query the bits a prefill gives it.
 
 use crate::candle::cpu::vectorised::exp_shifted;
 use crate::candle::runtime::kv_cache::StepLayout;
 use candle_core::{bail, Result, Storage, Tensor};
+use gemm::{product_pv, product_qk};
+use products::{Isa, Stacked, PANEL};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -122,6 +131,12 @@ pub fn attention(
         view(&vs, v, "values")?,
     );
     let mut out = vec![0f32; rows * new * heads * d];
+    let at = Step {
+        layout,
+        window,
+        isa: products::best_isa(),
+        fused: d.is_multiple_of(PANEL),
+    };
     if new == 1 {
         // Decoding: one query per row; each task is one row's group of query heads
         // sharing one key head, a contiguous piece of the output.
@@ -130,14 +145,14 @@ pub fn attention(
             .enumerate()
             .for_each(|(t, dst)| {
                 let (b, h) = (t / kv_heads, t % kv_heads);
-                decode_group(&shape, &qv, &kv, &vv, layout, window, b, h, dst)
+                decode_group(&shape, &qv, &kv, &vv, &at, b, h, dst)
             });
     } else {
         let block = block_len(heads / kv_heads);
         let tasks = prefill_tasks(layout, &mut out, heads * d, block);
-        tasks.into_par_iter().for_each(|(b, i0, i1, dst)| {
-            prefill_block(&shape, &qv, &kv, &vv, layout, window, b, i0, i1, dst)
-        });
+        tasks
+            .into_par_iter()
+            .for_each(|(b, i0, i1, dst)| prefill_block(&shape, &qv, &kv, &vv, &at, b, i0, i1, dst));
     }
     drop((qs, ks, vs));
     Tensor::from_vec(out, (rows, new, heads * d), q.device())
@@ -148,6 +163,16 @@ struct Shape {
     kv_heads: usize,
     d: usize,
     scale: f32,
+}
+
+/// What a task needs to know of the step beyond its own queries.
+struct Step<'a> {
+    layout: &'a StepLayout,
+    window: Option<usize>,
+    isa: Isa,
+    /// Whether the products are the fused kernels' (`products`), for head dimensions of
+    /// whole vectors; the `gemm` crate's otherwise.
+    fused: bool,
 }
 
 /// Splits each row's output into blocks of queries: its padding queries, then real
@@ -186,6 +211,10 @@ struct Scratch {
     scores: Vec<f32>,
     out: Vec<f32>,
     sums: Vec<f32>,
+    /// The span of each stacked query row.
+    spans: Vec<(usize, usize)>,
+    /// The keys of one span, packed for the fused products.
+    keys: Vec<f32>,
 }
 
 thread_local! {
@@ -193,78 +222,112 @@ thread_local! {
 }
 
 /// One row's decode step for the query heads of key head `h`: scores (group x span),
-/// softmax, values. Every query of the group sees the same span.
+/// softmax, values. Every query of the group sees the same span. With the fused
+/// products, each output's bits are those a prefill gives the same query (the
+/// scheduler may prefill a prompt's last token as a decode step).
 #[allow(clippy::too_many_arguments)]
 fn decode_group(
     s: &Shape,
     q: &View,
     k: &View,
     v: &View,
-    layout: &StepLayout,
-    window: Option<usize>,
+    at: &Step,
     b: usize,
     h: usize,
     dst: &mut [f32],
 ) {
     let group = s.heads / s.kv_heads;
-    let (lo, hi) = span(layout, window, b, 0);
+    let (lo, hi) = span(at.layout, at.window, b, 0);
     let n = hi - lo + 1;
     SCRATCH.with_borrow_mut(|x| {
-        x.scores.resize(group * n, 0.0);
-        // SAFETY: the query rows are heads h*group.. of row b; the keys and values are
-        // slots lo..=hi of key head h, inside the viewed tensors; `scores` holds
-        // group x n and `dst` group x d floats.
-        unsafe {
-            product_qk(
-                group,
-                n,
-                s.d,
-                q.data.as_ptr().add(q.at(b, h * group, 0)),
-                q.stride[1] as isize,
-                k.data.as_ptr().add(k.at(b, h, lo)),
-                k.stride[2] as isize,
-                x.scores.as_mut_ptr(),
-            );
-        }
         x.sums.clear();
-        for row in x.scores.chunks_mut(n) {
-            x.sums.push(exp_shifted(row, s.scale));
-        }
-        unsafe {
-            product_pv(
-                group,
-                n,
-                s.d,
-                x.scores.as_ptr(),
-                v.data.as_ptr().add(v.at(b, h, lo)),
-                v.stride[2] as isize,
-                dst.as_mut_ptr(),
-                s.d as isize,
-            );
+        if at.fused {
+            // One query per row: the group's query heads are consecutive rows of d.
+            debug_assert_eq!(q.stride[1], s.d, "decoding reads contiguous queries");
+            let queries = &q.data[q.at(b, h * group, 0)..][..group * s.d];
+            x.spans.clear();
+            x.spans.resize(group, (lo, hi));
+            x.sums.resize(group, 0.0);
+            let keys = &k.data[k.at(b, h, 0)..];
+            products::pack_keys(at.isa, &mut x.keys, keys, k.stride[2], s.d, (lo, hi));
+            let stacked = Stacked {
+                queries,
+                keys: &x.keys,
+                values: &v.data[v.at(b, h, 0)..],
+                v_rs: v.stride[2],
+                d: s.d,
+                scale: s.scale,
+                spans: &x.spans,
+                lo,
+                hi,
+            };
+            products::attend(at.isa, &stacked, &mut x.scores, dst, &mut x.sums);
+        } else {
+            x.scores.resize(group * n, 0.0);
+            // SAFETY: the query rows are heads h*group.. of row b; the keys and values
+            // are slots lo..=hi of key head h, inside the viewed tensors; `scores`
+            // holds group x n and `dst` group x d floats.
+            unsafe {
+                product_qk(
+                    group,
+                    n,
+                    s.d,
+                    q.data.as_ptr().add(q.at(b, h * group, 0)),
+                    q.stride[1] as isize,
+                    k.data.as_ptr().add(k.at(b, h, lo)),
+                    k.stride[2] as isize,
+                    x.scores.as_mut_ptr(),
+                );
+            }
+            for row in x.scores.chunks_mut(n) {
+                x.sums.push(exp_shifted(row, s.scale));
+            }
+            unsafe {
+                product_pv(
+                    group,
+                    n,
+                    s.d,
+                    x.scores.as_ptr(),
+                    v.data.as_ptr().add(v.at(b, h, lo)),
+                    v.stride[2] as isize,
+                    dst.as_mut_ptr(),
+                    s.d as isize,
+                );
+            }
         }
         for (o, sum) in dst.chunks_mut(s.d).zip(&x.sums) {
             let inv = 1.0 / sum;
-            o.iter_mut().for_each(|e| *e *= inv);
+            o.iter_mut().for_each(|e| *e = normalised(*e, inv));
         }
     });
 }
 
+/// An output divided by its softmax sum (`inv` = 1 / sum), with -0 made +0: adding
+/// +0 leaves every other value as it is, so an output of the fused products does not
+/// depend on which zero probabilities followed its span in its tile.
+#[inline(always)]
+fn normalised(e: f32, inv: f32) -> f32 {
+    e * inv + 0.0
+}
+
 /// Queries i0..i1 of row b, every head. Padding queries copy their own value. The
-/// query heads that share a key head are stacked into one product, so each key and
-/// value span is read once per block rather than once per query head.
+/// query heads that share a key head are stacked into one product (query-major: row
+/// `j * group + g` is query i0 + j of the group's head g, so that a tile of rows sees
+/// nearly the same span), and each key and value span is read once per block rather
+/// than once per query head.
 #[allow(clippy::too_many_arguments)]
 fn prefill_block(
     s: &Shape,
     q: &View,
     k: &View,
     v: &View,
-    layout: &StepLayout,
-    window: Option<usize>,
+    at: &Step,
     b: usize,
     i0: usize,
     i1: usize,
     dst: &mut [f32],
 ) {
+    let (layout, window) = (at.layout, at.window);
     if layout.past + i0 < layout.pad[b] {
         copy_own_values(s, v, layout, b, i0..i1, dst);
         return;
@@ -280,44 +343,72 @@ fn prefill_block(
         lo,
         n: hi - lo + 1,
     };
-    let (group, m, n, d) = (s.heads / s.kv_heads, blk.m, blk.n, s.d);
+    let (group, m, d) = (s.heads / s.kv_heads, blk.m, s.d);
     SCRATCH.with_borrow_mut(|x| {
         x.queries.resize(group * m * d, 0.0);
-        x.scores.resize(group * m * n, 0.0);
         x.out.resize(group * m * d, 0.0);
+        x.sums.resize(group * m, 0.0);
+        x.spans.clear();
+        x.spans
+            .extend((0..group * m).map(|r| span(layout, window, b, i0 + r / group)));
         for h in 0..s.kv_heads {
             stack_queries(&mut x.queries, q, &blk, h, group, d);
-            // SAFETY: `queries` holds group*m x d floats, `scores` group*m x n and
-            // `out` group*m x d; the keys and values are slots lo..=hi of key head h
-            // in row b, inside the viewed tensors.
-            unsafe {
-                product_qk(
-                    group * m,
-                    n,
+            if at.fused {
+                let keys = &k.data[k.at(b, h, 0)..];
+                products::pack_keys(at.isa, &mut x.keys, keys, k.stride[2], d, (lo, hi));
+                let stacked = Stacked {
+                    queries: &x.queries,
+                    keys: &x.keys,
+                    values: &v.data[v.at(b, h, 0)..],
+                    v_rs: v.stride[2],
                     d,
-                    x.queries.as_ptr(),
-                    d as isize,
-                    k.data.as_ptr().add(k.at(b, h, lo)),
-                    k.stride[2] as isize,
-                    x.scores.as_mut_ptr(),
-                );
-            }
-            masked_softmax(x, layout, window, &blk, s.scale);
-            unsafe {
-                product_pv(
-                    group * m,
-                    n,
-                    d,
-                    x.scores.as_ptr(),
-                    v.data.as_ptr().add(v.at(b, h, lo)),
-                    v.stride[2] as isize,
-                    x.out.as_mut_ptr(),
-                    d as isize,
-                );
+                    scale: s.scale,
+                    spans: &x.spans,
+                    lo,
+                    hi,
+                };
+                products::attend(at.isa, &stacked, &mut x.scores, &mut x.out, &mut x.sums);
+            } else {
+                gemm_block(x, s, k, v, &blk, h);
             }
             write_normalised(x, &blk, h, group, s, dst);
         }
     });
+}
+
+/// The block's products through the `gemm` crate, for a head dimension that the
+/// packed kernels do not take.
+fn gemm_block(x: &mut Scratch, s: &Shape, k: &View, v: &View, blk: &QueryBlock, h: usize) {
+    let (rows, n, d) = (x.spans.len(), blk.n, s.d);
+    x.scores.resize(rows * n, 0.0);
+    // SAFETY: `queries` holds rows x d floats, `scores` rows x n and `out` rows x d;
+    // the keys and values are slots lo..lo + n of key head h in row b, inside the
+    // viewed tensors.
+    unsafe {
+        product_qk(
+            rows,
+            n,
+            d,
+            x.queries.as_ptr(),
+            d as isize,
+            k.data.as_ptr().add(k.at(blk.b, h, blk.lo)),
+            k.stride[2] as isize,
+            x.scores.as_mut_ptr(),
+        );
+    }
+    masked_softmax(x, blk, s.scale);
+    unsafe {
+        product_pv(
+            rows,
+            n,
+            d,
+            x.scores.as_ptr(),
+            v.data.as_ptr().add(v.at(blk.b, h, blk.lo)),
+            v.stride[2] as isize,
+            x.out.as_mut_ptr(),
+            d as isize,
+        );
+    }
 }
 
 /// Queries i0..i0 + m of row b in a prefill, whose keys all lie in slots lo..lo + n.
@@ -352,7 +443,7 @@ fn copy_own_values(
 }
 
 /// Copies the block's queries of the `group` query heads of key head `h` into
-/// `stacked`: row g * m + j is query i0 + j of head h * group + g.
+/// `stacked`: row j * group + g is query i0 + j of head h * group + g.
 fn stack_queries(
     stacked: &mut [f32],
     q: &View,
@@ -361,30 +452,22 @@ fn stack_queries(
     group: usize,
     d: usize,
 ) {
-    for g in 0..group {
-        for j in 0..blk.m {
+    for j in 0..blk.m {
+        for g in 0..group {
             let from = q.at(blk.b, h * group + g, blk.i0 + j);
-            stacked[(g * blk.m + j) * d..][..d].copy_from_slice(&q.data[from..from + d]);
+            stacked[(j * group + g) * d..][..d].copy_from_slice(&q.data[from..from + d]);
         }
     }
 }
 
 /// Each stacked query's scores over its own span, exponentiated (zero outside the
 /// span), with their sums in `x.sums`.
-fn masked_softmax(
-    x: &mut Scratch,
-    layout: &StepLayout,
-    window: Option<usize>,
-    blk: &QueryBlock,
-    scale: f32,
-) {
+fn masked_softmax(x: &mut Scratch, blk: &QueryBlock, scale: f32) {
     let lo = blk.lo;
-    x.sums.clear();
-    for (r, row) in x.scores.chunks_mut(blk.n).enumerate() {
-        let (a, z) = span(layout, window, blk.b, blk.i0 + r % blk.m);
+    for ((row, &(a, z)), sum) in x.scores.chunks_mut(blk.n).zip(&x.spans).zip(&mut x.sums) {
         row[..a - lo].fill(0.0);
         row[z - lo + 1..].fill(0.0);
-        x.sums.push(exp_shifted(&mut row[a - lo..=z - lo], scale));
+        *sum = exp_shifted(&mut row[a - lo..=z - lo], scale);
     }
 }
 
@@ -399,93 +482,19 @@ fn write_normalised(
     dst: &mut [f32],
 ) {
     let (d, per_query) = (s.d, s.heads * s.d);
-    for (r, (o, sum)) in x.out.chunks(d).zip(&x.sums).enumerate() {
-        let (g, j) = (r / blk.m, r % blk.m);
+    let rows = blk.m * group;
+    for (r, (o, sum)) in x.out[..rows * d].chunks(d).zip(&x.sums).enumerate() {
+        let (j, g) = (r / group, r % group);
         let inv = 1.0 / sum;
         let to = &mut dst[j * per_query + (h * group + g) * d..][..d];
-        for (t, e) in to.iter_mut().zip(o) {
-            *t = e * inv;
+        for (t, &e) in to.iter_mut().zip(o) {
+            *t = normalised(e, inv);
         }
     }
 }
 
-/// scores (m x n, dense) = queries (m x d, rows `q_rs` apart) . keys (n x d, rows
-/// `k_rs` apart)^T.
-///
-/// # Safety
-/// Every pointer must be valid for the extents described.
-#[allow(clippy::too_many_arguments)]
-unsafe fn product_qk(
-    m: usize,
-    n: usize,
-    d: usize,
-    q: *const f32,
-    q_rs: isize,
-    k: *const f32,
-    k_rs: isize,
-    scores: *mut f32,
-) {
-    gemm::gemm(
-        m,
-        n,
-        d,
-        scores,
-        1,
-        n as isize,
-        false,
-        q,
-        1,
-        q_rs,
-        k,
-        k_rs,
-        1,
-        0.0,
-        1.0,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    )
-}
-
-/// out (m x d, rows `o_rs` apart) = probs (m x n, dense) . values (n x d, rows `v_rs`
-/// apart).
-///
-/// # Safety
-/// Every pointer must be valid for the extents described.
-#[allow(clippy::too_many_arguments)]
-unsafe fn product_pv(
-    m: usize,
-    n: usize,
-    d: usize,
-    probs: *const f32,
-    v: *const f32,
-    v_rs: isize,
-    out: *mut f32,
-    o_rs: isize,
-) {
-    gemm::gemm(
-        m,
-        d,
-        n,
-        out,
-        1,
-        o_rs,
-        false,
-        probs,
-        1,
-        n as isize,
-        v,
-        1,
-        v_rs,
-        0.0,
-        1.0,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    )
-}
+mod gemm;
+mod products;
 
 #[cfg(test)]
 mod tests;

@@ -108,12 +108,17 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
     let (ws, wl) = weight.storage_and_layout();
     let data = cpu_f32(&xs, xl, x.elem_count())?;
     let w = cpu_f32(&ws, wl, dim)?;
-    let mut out = vec![0f32; x.elem_count()];
+    let len = x.elem_count();
+    // The output is not zeroed first (a pass over memory as long as the norm's own).
+    let mut out = Vec::<f32>::with_capacity(len);
     // Rows per task: enough that a decode step's few rows stay on one thread.
     let per_task = dim * (4096 / dim).max(1);
-    out.par_chunks_mut(per_task)
+    out.spare_capacity_mut()[..len]
+        .par_chunks_mut(per_task)
         .zip(data.par_chunks(per_task))
         .for_each(|(o, x)| vectorised::rms_norm(x, w, eps, o));
+    // SAFETY: each task wrote all of its chunk, and the chunks cover `len` floats.
+    unsafe { out.set_len(len) };
     drop((xs, ws));
     Tensor::from_vec(out, x.dims(), x.device())
 }
@@ -123,15 +128,24 @@ pub fn gated(gate_up: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor> {
     let mut dims = gate_up.dims().to_vec();
     let last = dims.len() - 1;
     dims[last] = inner;
+    if gate_up.dims().last() != Some(&(2 * inner)) {
+        candle_core::bail!("gated: {:?} is not rows of 2 x {inner}", gate_up.dims());
+    }
     let gate_up = gate_up.contiguous()?;
     let (storage, layout) = gate_up.storage_and_layout();
     let data = cpu_f32(&storage, layout, gate_up.elem_count())?;
-    let mut out = vec![0f32; gate_up.elem_count() / 2];
-    let rows = (out.len() / inner).max(1);
+    let len = gate_up.elem_count() / 2;
+    // The output is not zeroed first: every element is written below.
+    let mut out = Vec::<f32>::with_capacity(len);
+    let rows = (len / inner.max(1)).max(1);
     let per_task = (rows / (2 * rayon::current_num_threads())).max(1);
-    out.par_chunks_mut(per_task * inner)
+    out.spare_capacity_mut()[..len]
+        .par_chunks_mut(per_task * inner)
         .zip(data.par_chunks(per_task * 2 * inner))
         .for_each(|(o, gu)| vectorised::gated(gu, inner, act, o));
+    // SAFETY: the input is whole rows of 2 x inner, so each task wrote all of its
+    // chunk of whole output rows, and the chunks cover `len` floats.
+    unsafe { out.set_len(len) };
     drop(storage);
     Tensor::from_vec(out, dims, gate_up.device())
 }

@@ -5,11 +5,24 @@
 //!
 //! Each public function picks, once per call, an AVX2+FMA build of the same code when
 //! the CPU has those features (a binary built for the x86-64 baseline would otherwise
-//! use 4-wide SSE and no fused multiply-add).
+//! use 4-wide SSE and no fused multiply-add); `exp_shifted` also has an AVX-512 build,
+//! which gives the AVX2 build's bits.
+
+use std::mem::MaybeUninit;
 
 /// In place: x becomes e^(scale * (x - max x)); returns the sum, by which the
-/// caller divides the (fewer) output values instead of every probability.
+/// caller divides the (fewer) output values instead of every probability. The bits
+/// depend on the values of `x` only (and on FMA being there at all), not on which
+/// vector width computed them.
 pub fn exp_shifted(x: &mut [f32], scale: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { x86::exp_shifted_avx512(x, scale) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has the features the function is compiled for.
@@ -105,8 +118,17 @@ fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 }
 
 /// Rows of `2 * inner` values (gate, then up) into rows of `inner` values:
-/// `out[j] = act(gate[j]) * up[j]`.
-pub fn gated(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
+/// `out[j] = act(gate[j]) * up[j]`. Every element of `out` (as many as the input has
+/// rows of `2 * inner`, times `inner`) is written, so it need not be initialised.
+pub fn gated(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [MaybeUninit<f32>]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { x86::gated_avx512(gate_up, inner, act, out) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has the features the function is compiled for.
@@ -116,9 +138,10 @@ pub fn gated(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
 }
 
 /// RMSNorm over rows of `weight.len()` values: `x / sqrt(mean(x^2) + eps) * weight`.
+/// Writes every element of `out` that has one of `x` (need not be initialised).
 /// candle's CPU kernel sums the squares one after another, which the compiler cannot
 /// vectorise; this one keeps eight partial sums.
-pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [MaybeUninit<f32>]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has the features the function is compiled for.
@@ -129,12 +152,17 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rms_norm_avx2(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+unsafe fn rms_norm_avx2(x: &[f32], weight: &[f32], eps: f32, out: &mut [MaybeUninit<f32>]) {
     rms_norm_portable::<true>(x, weight, eps, out)
 }
 
 #[inline(always)]
-fn rms_norm_portable<const FMA: bool>(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+fn rms_norm_portable<const FMA: bool>(
+    x: &[f32],
+    weight: &[f32],
+    eps: f32,
+    out: &mut [MaybeUninit<f32>],
+) {
     const L: usize = 8;
     let dim = weight.len();
     for (o, row) in out.chunks_mut(dim).zip(x.chunks(dim)) {
@@ -151,7 +179,7 @@ fn rms_norm_portable<const FMA: bool>(x: &[f32], weight: &[f32], eps: f32, out: 
         }
         let inv = 1.0 / (squares / dim as f32 + eps).sqrt();
         for ((o, &v), &w) in o.iter_mut().zip(row).zip(weight) {
-            *o = v * inv * w;
+            o.write(v * inv * w);
         }
     }
 }
@@ -167,23 +195,28 @@ pub enum GatedAct {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gated_avx2(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
+unsafe fn gated_avx2(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [MaybeUninit<f32>]) {
     gated_portable::<true>(gate_up, inner, act, out)
 }
 
 #[inline(always)]
-fn gated_portable<const FMA: bool>(gate_up: &[f32], inner: usize, act: GatedAct, out: &mut [f32]) {
+fn gated_portable<const FMA: bool>(
+    gate_up: &[f32],
+    inner: usize,
+    act: GatedAct,
+    out: &mut [MaybeUninit<f32>],
+) {
     for (o, gu) in out.chunks_mut(inner).zip(gate_up.chunks(2 * inner)) {
         let (gate, up) = gu.split_at(inner);
         match act {
             GatedAct::Silu => {
                 for ((o, &g), &u) in o.iter_mut().zip(gate).zip(up) {
-                    *o = silu::<FMA>(g) * u;
+                    o.write(silu::<FMA>(g) * u);
                 }
             }
             GatedAct::GeluTanh => {
                 for ((o, &g), &u) in o.iter_mut().zip(gate).zip(up) {
-                    *o = gelu_tanh::<FMA>(g) * u;
+                    o.write(gelu_tanh::<FMA>(g) * u);
                 }
             }
         }
@@ -214,9 +247,87 @@ fn gelu_tanh<const FMA: bool>(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh)
 }
 
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AVX-512 and AVX2 builds of `exp_shifted` give the same bits for every
+    /// length (whole 16-lane chunks, a trailing 8-lane one, scalar tails), wide value
+    /// ranges and the clamp at -87.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn shifted_exponentials_have_the_same_bits_on_every_instruction_set() {
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx512f") && has!("avx2") && has!("fma")) {
+            eprintln!("skipped: this CPU lacks AVX-512");
+            return;
+        }
+        let mut seed = 0x9e37_79b9_u32;
+        for len in (0..80).chain([127, 128, 129, 1000, 1503]) {
+            for spread in [0.5f32, 8.0, 300.0] {
+                let x: Vec<f32> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 17;
+                        seed ^= seed << 5;
+                        (seed as f32 / u32::MAX as f32 - 0.5) * spread
+                    })
+                    .collect();
+                let (mut a, mut b, mut c) = (x.clone(), x.clone(), x.clone());
+                // SAFETY: the features were checked above.
+                let sa = unsafe { exp_shifted_avx2(&mut a, 0.37) };
+                let sb = unsafe { x86::exp_shifted_avx512(&mut b, 0.37) };
+                let sc = exp_shifted_portable::<true>(&mut c, 0.37);
+                assert_eq!(sa.to_bits(), sb.to_bits(), "len {len} spread {spread}");
+                assert_eq!(sa.to_bits(), sc.to_bits(), "len {len} spread {spread}");
+                for i in 0..len {
+                    assert_eq!(a[i].to_bits(), b[i].to_bits(), "len {len}: {i}");
+                    assert_eq!(a[i].to_bits(), c[i].to_bits(), "len {len}: {i}");
+                }
+            }
+        }
+    }
+
+    /// The gated activations' AVX-512 build (the portable code, compiled for 16 lanes)
+    /// gives the AVX2 build's bits.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn gated_activations_have_the_same_bits_on_every_instruction_set() {
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx512f") && has!("avx2") && has!("fma")) {
+            eprintln!("skipped: this CPU lacks AVX-512");
+            return;
+        }
+        let inner = 77;
+        let gate_up: Vec<f32> = (0..5 * 2 * inner)
+            .map(|i| ((i * 7919) % 2003) as f32 / 50.0 - 20.0)
+            .collect();
+        for act in [GatedAct::Silu, GatedAct::GeluTanh] {
+            // SAFETY: the features were checked above.
+            let a = written(5 * inner, |o| unsafe {
+                gated_avx2(&gate_up, inner, act, o)
+            });
+            let b = written(5 * inner, |o| unsafe {
+                x86::gated_avx512(&gate_up, inner, act, o)
+            });
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(x.to_bits(), y.to_bits(), "{act:?} {i}");
+            }
+        }
+    }
+
+    /// Runs `f` on an output of `len` floats and returns it.
+    fn written(len: usize, f: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f32> {
+        let mut out = vec![MaybeUninit::new(f32::NAN); len];
+        f(&mut out);
+        // SAFETY: every element was initialised (to NaN, then by `f`).
+        out.into_iter()
+            .map(|v| unsafe { v.assume_init() })
+            .collect()
+    }
 
     #[test]
     fn exp_matches_the_library_exp_on_the_range_softmax_uses() {
@@ -259,8 +370,7 @@ mod tests {
         for dim in [1, 7, 8, 19, 64] {
             let x: Vec<f32> = (0..3 * dim).map(|i| ((i * 13) % 17) as f32 - 8.0).collect();
             let w: Vec<f32> = (0..dim).map(|i| 0.5 + i as f32 / 10.0).collect();
-            let mut out = vec![0f32; x.len()];
-            rms_norm(&x, &w, 1e-6, &mut out);
+            let out = written(x.len(), |o| rms_norm(&x, &w, 1e-6, o));
             for r in 0..3 {
                 let row = &x[r * dim..][..dim];
                 let ms = row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / dim as f64;
@@ -283,8 +393,7 @@ mod tests {
             .map(|i| ((i * 37) % 101) as f32 / 5.0 - 10.0)
             .collect();
         for act in [GatedAct::Silu, GatedAct::GeluTanh] {
-            let mut out = vec![0f32; 3 * inner];
-            gated(&gate_up, inner, act, &mut out);
+            let out = written(3 * inner, |o| gated(&gate_up, inner, act, o));
             for r in 0..3 {
                 for j in 0..inner {
                     let g = gate_up[r * 2 * inner + j] as f64;

@@ -1,0 +1,325 @@
+//! Attention's two products in a prefill, QK^T and PV, with the softmax between them,
+//! fused per tile of stacked query rows.
+//!
+//! Batch invariance is built into the reduction order, as in the linear layers'
+//! products (`cpu/packed.rs`): a SIMD lane holds one output element, and
+//! - every score is one fused multiply-add chain over the head dimension, `0..d` in
+//!   order, starting from zero;
+//! - every output element is one chain over the key slots of its tile, in slot order,
+//!   starting from zero, where the probabilities outside the query's own span are
+//!   exact zeros. Leading zeros leave the chain at +0, and trailing ones leave it
+//!   unchanged except that they may turn a -0 into +0, which the caller's
+//!   normalisation undoes (it adds +0 to every output). So an output's bits are those
+//!   of the chain over its own span, whichever rows share its tile.
+//!
+//! So neither the tile a row falls in, nor the thread, nor the instruction set changes
+//! a bit: the AVX-512, AVX2 and scalar kernels give the same results (the tests compare
+//! them). Tiles skip what every row of theirs masks, to the nearest 16 keys: most of
+//! the upper triangle of a block's diagonal.
+//!
+//! The keys of a span are packed into panels of [`PANEL`] slots, depth-major
+//! (`[panel][d][16]`), so that a step of the QK chain is one vector load; the values
+//! are read in place, 16 columns of a slot's row being one vector. Decoding runs the
+//! same kernels on its group of query heads, so a query gets the same bits whether
+//! its token is decoded or prefilled.
+
+use crate::candle::cpu::vectorised::exp_shifted;
+
+/// Key slots per panel, and the columns of one value vector: one AVX-512 vector of f32.
+pub const PANEL: usize = 16;
+
+/// The instruction sets the products can run on; they give identical bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+/// The instruction sets this machine runs, widest last.
+pub fn available_isas() -> Vec<Isa> {
+    #[allow(unused_mut)]
+    let mut v = vec![Isa::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            v.push(Isa::Avx2);
+            if has!("avx512f") {
+                v.push(Isa::Avx512);
+            }
+        }
+    }
+    v
+}
+
+pub fn best_isa() -> Isa {
+    static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *BEST.get_or_init(|| *available_isas().last().unwrap_or(&Isa::Scalar))
+}
+
+/// Packs the keys of slots `lo..=hi` of one key head (slot `s` at `s * k_rs` in
+/// `keys`) into `dst`, in the panels that hold them: panel 0 of `dst` holds slots
+/// `(lo / 16) * 16..`. The first panel's slots before `lo` are copied too (nothing
+/// reads their scores); the last one's after `hi` are zeros.
+pub fn pack_keys(
+    isa: Isa,
+    dst: &mut Vec<f32>,
+    keys: &[f32],
+    k_rs: usize,
+    d: usize,
+    (lo, hi): (usize, usize),
+) {
+    let (p0, p1) = (lo / PANEL, hi / PANEL + 1);
+    assert!(lo <= hi && keys.len() >= hi * k_rs + d, "pack_keys: keys");
+    dst.resize((p1 - p0) * PANEL * d, 0.0);
+    for (p, panel) in (p0..p1).zip(dst.chunks_exact_mut(PANEL * d)) {
+        let first = p * PANEL;
+        let whole = first + PANEL <= hi + 1;
+        #[cfg(target_arch = "x86_64")]
+        if whole && isa == Isa::Avx512 && d.is_multiple_of(PANEL) {
+            // SAFETY: the CPU has AVX-512F (the caller's `isa`); the panel's 16 keys
+            // end at slot hi at most, inside `keys`, and `panel` holds 16 x d floats.
+            unsafe { x86::transpose_panel(panel, keys.as_ptr().add(first * k_rs), k_rs, d) };
+            continue;
+        }
+        let _ = (isa, whole);
+        for lane in 0..PANEL {
+            let s = first + lane;
+            if s <= hi {
+                let key = &keys[s * k_rs..][..d];
+                for (kk, &v) in key.iter().enumerate() {
+                    panel[kk * PANEL + lane] = v;
+                }
+            } else {
+                for kk in 0..d {
+                    panel[kk * PANEL + lane] = 0.0;
+                }
+            }
+        }
+    }
+}
+
+/// One key head's stacked queries of a block, and what they attend to.
+pub struct Stacked<'a> {
+    /// Stacked query rows, `d` floats each.
+    pub queries: &'a [f32],
+    /// The head's packed keys of slots `lo..=hi` ([`pack_keys`]).
+    pub keys: &'a [f32],
+    /// The head's values: slot `s` at `s * v_rs`.
+    pub values: &'a [f32],
+    pub v_rs: usize,
+    pub d: usize,
+    pub scale: f32,
+    /// Each stacked row's span of slots (inclusive); all within `lo..=hi`.
+    pub spans: &'a [(usize, usize)],
+    pub lo: usize,
+    pub hi: usize,
+}
+
+/// `out` (rows x d) = each stacked row's softmax-weighted sum of the values over its
+/// span, not yet divided by the softmax sum, which goes to `sums`. `scores` is scratch.
+/// `d` must be a multiple of [`PANEL`].
+pub fn attend(isa: Isa, s: &Stacked, scores: &mut Vec<f32>, out: &mut [f32], sums: &mut [f32]) {
+    let rows = s.spans.len();
+    let (d, slots) = (s.d, s.hi + 1);
+    assert!(d.is_multiple_of(PANEL) && s.lo <= s.hi, "attend: shape");
+    assert!(s.queries.len() >= rows * d && out.len() >= rows * d && sums.len() >= rows);
+    let stride = (s.hi / PANEL - s.lo / PANEL + 1) * PANEL;
+    assert!(s.keys.len() >= stride * d, "attend: packed keys");
+    assert!(s.values.len() >= (slots - 1) * s.v_rs + d, "attend: values");
+    assert!(s
+        .spans
+        .iter()
+        .all(|&(a, z)| s.lo <= a && a <= z && z <= s.hi));
+    let stride = (s.hi / PANEL - s.lo / PANEL + 1) * PANEL;
+    scores.resize(MAX_ROWS * stride, 0.0);
+    let job = Job {
+        s,
+        scores: scores.as_mut_ptr(),
+        stride,
+        out: out.as_mut_ptr(),
+        sums: sums.as_mut_ptr(),
+    };
+    // SAFETY: the assertions above bound every access the kernels make: rows of
+    // queries, outputs and sums below `rows`, the packed keys of the panels from
+    // `lo`'s to `hi`'s, values of slots at most `hi`, and scores within MAX_ROWS x
+    // stride.
+    unsafe {
+        match isa {
+            Isa::Scalar => run::<Scalar, 4, 1>(&job),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => x86::avx2(&job),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => x86::avx512(&job),
+        }
+    }
+}
+
+/// The most rows a tile of any instruction set has.
+const MAX_ROWS: usize = 12;
+
+struct Job<'a> {
+    s: &'a Stacked<'a>,
+    /// Scratch of MAX_ROWS rows of `stride` floats: column c of a row is slot
+    /// `(lo / PANEL) * PANEL + c`.
+    scores: *mut f32,
+    stride: usize,
+    out: *mut f32,
+    sums: *mut f32,
+}
+
+/// Every tile of up to `MR` rows; `NV` vectors of columns per step of a product.
+/// Inlined into each instruction set's entry point, so that it is compiled with its
+/// features.
+#[inline(always)]
+unsafe fn run<L: Lanes, const MR: usize, const NV: usize>(job: &Job) {
+    let rows = job.s.spans.len();
+    let mut r = 0;
+    while r < rows {
+        let mr = MR.min(rows - r);
+        match mr {
+            1 => tile::<L, 1, NV>(job, r),
+            2 => tile::<L, 2, NV>(job, r),
+            3 => tile::<L, 3, NV>(job, r),
+            4 => tile::<L, 4, NV>(job, r),
+            5 => tile::<L, 5, NV>(job, r),
+            6 => tile::<L, 6, NV>(job, r),
+            7 => tile::<L, 7, NV>(job, r),
+            8 => tile::<L, 8, NV>(job, r),
+            9 => tile::<L, 9, NV>(job, r),
+            10 => tile::<L, 10, NV>(job, r),
+            11 => tile::<L, 11, NV>(job, r),
+            _ => tile::<L, 12, NV>(job, r),
+        }
+        r += mr;
+    }
+}
+
+/// Stacked rows `r..r + MR`: their scores over the union of their spans, the softmax
+/// of each over its own span (zeros elsewhere in the union), and the value product.
+#[inline(always)]
+unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(job: &Job, r: usize) {
+    let s = job.s;
+    let d = s.d;
+    let spans = &s.spans[r..r + MR];
+    let first = spans.iter().map(|x| x.0).min().unwrap_or(s.lo);
+    let last = spans.iter().map(|x| x.1).max().unwrap_or(s.lo);
+    let base = s.lo / PANEL;
+    let (p0, p1) = (first / PANEL, last / PANEL + 1);
+    // Scores: panels p0..p1 of keys, NV at a time.
+    let q = s.queries.as_ptr().add(r * d);
+    let mut p = p0;
+    while p < p1 {
+        let (keys, dst) = (
+            s.keys.as_ptr().add((p - base) * PANEL * d),
+            job.scores.add((p - base) * PANEL),
+        );
+        if p + NV <= p1 {
+            product::<L, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
+            p += NV;
+        } else {
+            product::<L, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
+            p += 1;
+        }
+    }
+    // Softmax of each row over its own span.
+    let col = |slot: usize| slot - base * PANEL;
+    for (i, &(a, z)) in spans.iter().enumerate() {
+        let row = std::slice::from_raw_parts_mut(job.scores.add(i * job.stride), job.stride);
+        row[col(first)..col(a)].fill(0.0);
+        row[col(z) + 1..=col(last)].fill(0.0);
+        *job.sums.add(r + i) = exp_shifted(&mut row[col(a)..=col(z)], s.scale);
+    }
+    // Values: slots first..=last, NV vectors of columns at a time.
+    let probs = job.scores.add(col(first));
+    let values = s.values.as_ptr().add(first * s.v_rs);
+    let steps = last - first + 1;
+    let out = job.out.add(r * d);
+    let mut c = 0;
+    while c < d {
+        if c + NV * PANEL <= d {
+            let v = values.add(c);
+            product::<L, MR, NV>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
+            c += NV * PANEL;
+        } else {
+            let v = values.add(c);
+            product::<L, MR, 1>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
+            c += PANEL;
+        }
+    }
+}
+
+/// `out[i][j]` (vector j of row i, at `out + i * o_rs + j * 16`) = the chain over
+/// t in 0..steps of `a[i * a_rs + t] * b[t * b_ts + j * b_vs ..][..16]`, from zero.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn product<L: Lanes, const MR: usize, const NV: usize>(
+    a: *const f32,
+    a_rs: usize,
+    b: *const f32,
+    b_ts: usize,
+    b_vs: usize,
+    steps: usize,
+    out: *mut f32,
+    o_rs: usize,
+) {
+    let mut acc = [[L::zero(); NV]; MR];
+    for t in 0..steps {
+        let mut bv = [L::zero(); NV];
+        for (j, v) in bv.iter_mut().enumerate() {
+            *v = L::load(b.add(t * b_ts + j * b_vs));
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            let x = *a.add(i * a_rs + t);
+            for (v, w) in row.iter_mut().zip(&bv) {
+                *v = v.fma(x, *w);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            v.store(out.add(i * o_rs + j * PANEL));
+        }
+    }
+}
+
+/// 16 f32 lanes.
+trait Lanes: Copy {
+    fn zero() -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    /// `self + x * w`, rounded once per lane.
+    fn fma(self, x: f32, w: Self) -> Self;
+    unsafe fn store(self, p: *mut f32);
+}
+
+#[derive(Clone, Copy)]
+struct Scalar([f32; PANEL]);
+
+impl Lanes for Scalar {
+    #[inline(always)]
+    fn zero() -> Self {
+        Scalar([0.0; PANEL])
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Scalar(std::ptr::read_unaligned(p.cast()))
+    }
+    #[inline(always)]
+    fn fma(self, x: f32, w: Self) -> Self {
+        let mut v = self.0;
+        for (a, w) in v.iter_mut().zip(w.0) {
+            *a = x.mul_add(w, *a);
+        }
+        Scalar(v)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        std::ptr::write_unaligned(p.cast(), self.0)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
