@@ -4,6 +4,7 @@
 //! packed weights (`packed`), f32 or bf16.
 
 pub mod attention;
+pub mod isa;
 pub mod kernels;
 pub mod packed;
 pub mod quantized;

@@ -19,6 +19,7 @@
 //! the product is the f32 product on the dequantized weights, bit for bit, with the
 //! activations kept in f32 (GGML's own q8_0 product rounds them to int8 too).
 
+pub use crate::candle::cpu::isa::{best_isa, Isa};
 use crate::candle::cpu::{product_input, with_slice};
 use candle_core::{DType, Device, Result, Tensor};
 use rayon::prelude::*;
@@ -198,39 +199,6 @@ fn scatter<T: Copy>(dst: &mut [T], src: &[T], first: usize, rows: usize, k: usiz
 fn bytemuck_bf16(s: &[half::bf16]) -> &[u16] {
     // Safety: bf16 is a transparent u16.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u16>(), s.len()) }
-}
-
-/// The instruction sets a product can run on; they give identical bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isa {
-    Scalar,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-/// The instruction sets this machine runs, widest last.
-pub fn available_isas() -> Vec<Isa> {
-    let mut v = vec![Isa::Scalar];
-    #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-        {
-            v.push(Isa::Avx2);
-        }
-        if is_x86_feature_detected!("avx512f") {
-            v.push(Isa::Avx512);
-        }
-    }
-    v
-}
-
-fn best_isa() -> Isa {
-    static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *BEST.get_or_init(|| *available_isas().last().unwrap_or(&Isa::Scalar))
 }
 
 /// A product's operands as raw pointers, shared by the threads that split its panels.

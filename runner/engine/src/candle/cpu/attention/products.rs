@@ -28,37 +28,7 @@ use crate::candle::cpu::vectorised::exp_shifted;
 /// Key slots per panel, and the columns of one value vector: one AVX-512 vector of f32.
 pub const PANEL: usize = 16;
 
-/// The instruction sets the products can run on; they give identical bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isa {
-    Scalar,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-/// The instruction sets this machine runs, widest last.
-pub fn available_isas() -> Vec<Isa> {
-    #[allow(unused_mut)]
-    let mut v = vec![Isa::Scalar];
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx2") && has!("fma") {
-            v.push(Isa::Avx2);
-            if has!("avx512f") {
-                v.push(Isa::Avx512);
-            }
-        }
-    }
-    v
-}
-
-pub fn best_isa() -> Isa {
-    static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *BEST.get_or_init(|| *available_isas().last().unwrap_or(&Isa::Scalar))
-}
+pub use crate::candle::cpu::isa::{best_isa, Isa};
 
 /// Packs the keys of slots `lo..=hi` of one key head (slot `s` at `s * k_rs` in
 /// `keys`) into `dst`, in the panels that hold them: panel 0 of `dst` holds slots

@@ -1,4 +1,5 @@
 use super::*;
+use crate::candle::cpu::isa::available_isas;
 use candle_core::{DType, Device};
 
 #[test]
@@ -225,7 +226,7 @@ fn block_spans(
 
 #[test]
 fn fused_products_give_the_same_bits_on_every_instruction_set() {
-    let isas = products::available_isas();
+    let isas = available_isas();
     eprintln!("instruction sets: {isas:?}");
     // (d, group, queries, first slot, first query, window): head sizes of one to eight
     // vectors (odd counts leave a single-vector remainder), row counts that leave
@@ -254,7 +255,7 @@ fn fused_products_give_the_same_bits_on_every_instruction_set() {
 
 #[test]
 fn packed_keys_are_the_same_on_every_instruction_set() {
-    let isas = products::available_isas();
+    let isas = available_isas();
     for (d, lo, hi) in [
         (16, 0, 15),
         (32, 5, 100),
@@ -293,7 +294,7 @@ fn fused_products_match_a_plain_softmax_in_f64() {
         let spans = block_spans(first, q0, m, group, window);
         let (lo, hi) = (spans[0].0, q0 + m - 1);
         let o = operands(spans.len(), hi + 1, d, 3);
-        for isa in products::available_isas() {
+        for isa in available_isas() {
             let (out, sums) = attend_on(isa, &o, d, &spans, (lo, hi));
             for (r, &(a, z)) in spans.iter().enumerate() {
                 let q = &o.q[r * d..][..d];
@@ -337,7 +338,7 @@ fn a_rows_fused_products_do_not_depend_on_the_rows_that_share_its_tile() {
     let (d, group, m, first, q0) = (32, 4, 12, 3, 40);
     let spans = block_spans(first, q0, m, group, None);
     let o = operands(spans.len(), q0 + m, d, 7);
-    for isa in products::available_isas() {
+    for isa in available_isas() {
         let (out, sums) = attend_on(isa, &o, d, &spans, (first, q0 + m - 1));
         for r in [0, 5, 23, spans.len() - 1] {
             let alone = Operands {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::candle::cpu::isa::available_isas;
 
 fn random(n: usize, seed: u64) -> Vec<f32> {
     // A small LCG: the values only need to be varied and reproducible.
