@@ -7,6 +7,7 @@ use crate::candle::weights::{WeightFormat, Weights};
 mod names;
 mod proj;
 use crate::candle::runtime::kv_cache::StepLayout;
+use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Linear, Module};
 pub use names::{GateUpNames, QkvNames, TensorNames, SEPARATE};
@@ -440,46 +441,95 @@ pub fn logits(head: &Proj, last: &Tensor) -> Result<Tensor> {
     head.forward(last)?.squeeze(1)?.to_dtype(DType::F32)
 }
 
-/// The token embedding table. On the CPU it is kept in bf16 when the weights are bf16
-/// or quantized (a lookup reads a row, so a quantized table would save little and cost
-/// precision at the input), and each looked-up row is widened to the activations' dtype.
+/// The token embedding table. On the CPU it is kept in bf16 when the weights are bf16,
+/// and in q8_0 when they are quantized (unless the output head is the table), and each
+/// looked-up row is widened to the activations' dtype. A 7B model's table is 1.1 GB in
+/// bf16 and 0.6 GB in q8_0.
 #[derive(Debug, Clone)]
 pub struct Embedding {
-    table: Tensor,
+    table: Table,
     dtype: DType,
 }
 
+/// How the embedding table is kept.
+#[derive(Debug, Clone)]
+enum Table {
+    Dense(Tensor),
+    /// q8_0 rows, beside quantized weights on the CPU (as llama.cpp's q8_0 models keep
+    /// `token_embd`): half of bf16's memory, and a lookup widens one row.
+    Q8 {
+        blocks: Vec<BlockQ8_0>,
+        hidden: usize,
+    },
+}
+
 impl Embedding {
+    /// The table of `(vocab, hidden)`; `head_tied` when the output head is this table,
+    /// which then stays dense for the head to be made from it.
     pub fn load(
         vb: candle_nn::VarBuilder,
         (vocab, hidden): (usize, usize),
         weights: Weights,
+        head_tied: bool,
     ) -> Result<Self> {
+        let on_cpu = vb.device().is_cpu();
         let keep = match weights.format {
             WeightFormat::F32 => vb.dtype(),
-            _ if vb.device().is_cpu() => DType::BF16,
+            _ if on_cpu => DType::BF16,
             _ => vb.dtype(),
         };
         let table = vb.get_with_hints_dtype((vocab, hidden), "weight", Default::default(), keep)?;
+        let quantize = on_cpu
+            && weights.format.is_quantized()
+            && !head_tied
+            && hidden.is_multiple_of(BlockQ8_0::BLCK_SIZE);
+        let table = if quantize {
+            Table::Q8 {
+                blocks: crate::candle::cpu::quantized::quantize_rows(&table)?,
+                hidden,
+            }
+        } else {
+            Table::Dense(table)
+        };
         Ok(Embedding {
             table,
             dtype: vb.dtype(),
         })
     }
 
-    /// (vocab, hidden), in the dtype it is kept in.
-    pub fn table(&self) -> &Tensor {
-        &self.table
+    /// (vocab, hidden), in the dtype it is kept in, for a tied output head (whose
+    /// table is never quantized).
+    pub fn table(&self) -> Result<&Tensor> {
+        match &self.table {
+            Table::Dense(t) => Ok(t),
+            Table::Q8 { .. } => candle_core::bail!("the embedding table is quantized"),
+        }
     }
 
     /// Token ids (..) -> (.., hidden) in the activations' dtype.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
         let mut dims = ids.dims().to_vec();
-        dims.push(self.table.dim(1)?);
-        self.table
-            .index_select(&ids.flatten_all()?, 0)?
-            .reshape(dims)?
-            .to_dtype(self.dtype)
+        let rows = match &self.table {
+            Table::Dense(t) => {
+                dims.push(t.dim(1)?);
+                t.index_select(&ids.flatten_all()?, 0)?
+            }
+            Table::Q8 { blocks, hidden } => {
+                dims.push(*hidden);
+                let per_row = hidden / BlockQ8_0::BLCK_SIZE;
+                let ids = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
+                let mut out = vec![0f32; ids.len() * hidden];
+                for (&id, row) in ids.iter().zip(out.chunks_mut(*hidden)) {
+                    let from = id as usize * per_row;
+                    let Some(src) = blocks.get(from..from + per_row) else {
+                        candle_core::bail!("embedding: token id {id} is outside the table");
+                    };
+                    BlockQ8_0::to_float(src, row);
+                }
+                Tensor::from_vec(out, (ids.len(), *hidden), &candle_core::Device::Cpu)?
+            }
+        };
+        rows.reshape(dims)?.to_dtype(self.dtype)
     }
 }
 

@@ -208,3 +208,38 @@ fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
     assert!(diff < 1e-6, "{diff}");
     Ok(())
 }
+
+/// Beside quantized weights an untied table is q8_0 and a lookup gives candle's
+/// dequantized rows exactly; a table the output head is made from stays bf16.
+#[test]
+fn a_quantized_models_embedding_rows_are_candles_q8_0_rows_unless_the_head_is_tied() -> Result<()> {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let dev = Device::Cpu;
+    let (vocab, hidden) = (50, 64);
+    let table = Tensor::randn(0f32, 1.0, (vocab, hidden), &dev)?.to_dtype(DType::BF16)?;
+    let mut map = std::collections::HashMap::new();
+    map.insert("weight".to_string(), table.clone());
+    let vb = candle_nn::VarBuilder::from_tensors(map, DType::F32, &dev);
+    let q8 = Weights {
+        format: WeightFormat::Q8_0,
+        stored: DType::BF16,
+    };
+    let ids = Tensor::new(&[[3u32, 49, 0], [7, 7, 21]], &dev)?;
+    let want = QTensor::quantize(&table.to_dtype(DType::F32)?, GgmlDType::Q8_0)?
+        .dequantize(&dev)?
+        .index_select(&ids.flatten_all()?, 0)?
+        .reshape((2, 3, hidden))?;
+    let untied = Embedding::load(vb.clone(), (vocab, hidden), q8, false)?;
+    assert!(untied.table().is_err());
+    assert_eq!(max_diff(&untied.forward(&ids)?, &want)?, 0.0);
+    let tied = Embedding::load(vb, (vocab, hidden), q8, true)?;
+    assert_eq!(tied.table()?.dtype(), DType::BF16);
+    let exact = table
+        .to_dtype(DType::F32)?
+        .index_select(&ids.flatten_all()?, 0)?;
+    assert_eq!(
+        max_diff(&tied.forward(&ids)?, &exact.reshape((2, 3, hidden))?)?,
+        0.0
+    );
+    Ok(())
+}

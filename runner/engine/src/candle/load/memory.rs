@@ -37,6 +37,11 @@ impl MemoryNeed {
         let mut weights = 0f64;
         let mut largest = 0usize;
         let mut embedding = None;
+        // A tied output head is a second copy of the table, in the weights' format.
+        let tied = !checkpoint
+            .tensors()
+            .keys()
+            .any(|k| k.ends_with("lm_head.weight"));
         for (name, t) in checkpoint.tensors() {
             let n = t.elements();
             largest = largest.max(n);
@@ -44,7 +49,7 @@ impl MemoryNeed {
                 activations.size_in_bytes() as f64
             } else if name.ends_with("embed_tokens.weight") {
                 embedding = Some(n);
-                table_bytes(format, activations, on_cpu)
+                table_bytes(format, activations, on_cpu, tied)
             } else if format == WeightFormat::Q4K && t.shape[1] % format.block() != 0 {
                 // Such a layer falls back to q8_0 (layers::Proj).
                 weight_bytes(WeightFormat::Q8_0, activations, on_cpu)
@@ -53,11 +58,6 @@ impl MemoryNeed {
             };
             weights += n as f64 * bytes_each;
         }
-        // A tied output head is a second copy of the table, in the weights' format.
-        let tied = !checkpoint
-            .tensors()
-            .keys()
-            .any(|k| k.ends_with("lm_head.weight"));
         if let (true, Some(n)) = (tied, embedding) {
             weights += n as f64 * weight_bytes(format, activations, on_cpu);
         }
@@ -127,10 +127,15 @@ fn weight_bytes(format: WeightFormat, activations: DType, on_cpu: bool) -> f64 {
     }
 }
 
-/// The embedding table: bf16 on the CPU unless the weights are f32 (layers::Embedding).
-fn table_bytes(format: WeightFormat, activations: DType, on_cpu: bool) -> f64 {
+/// The embedding table on the CPU: f32 beside f32 weights, q8_0 beside quantized ones
+/// unless the output head is the table, bf16 otherwise (layers::Embedding).
+fn table_bytes(format: WeightFormat, activations: DType, on_cpu: bool, tied: bool) -> f64 {
     match format {
         WeightFormat::F32 => 4.0,
+        // Quantized beside quantized weights, unless the head is the table (layers::Embedding).
+        _ if on_cpu && format.is_quantized() && !tied => {
+            weight_bytes(WeightFormat::Q8_0, activations, on_cpu)
+        }
         _ if on_cpu => 2.0,
         _ => activations.size_in_bytes() as f64,
     }

@@ -244,7 +244,8 @@ impl Gemma3 {
             vb.pp("model")
         };
         let h = c.hidden_size;
-        let embed = Embedding::load(m.pp("embed_tokens"), (c.vocab_size, h), weights)?;
+        let head_tied = !vb.contains_tensor("lm_head.weight");
+        let embed = Embedding::load(m.pp("embed_tokens"), (c.vocab_size, h), weights, head_tied)?;
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = m.pp("layers").pp(i);
@@ -274,10 +275,10 @@ impl Gemma3 {
             })
             .collect::<Result<Vec<_>>>()?;
         let norm = Norm::load(m.pp("norm"), h, c.rms_norm_eps)?;
-        let head = if vb.contains_tensor("lm_head.weight") {
-            Proj::load(&vb, &[("lm_head", c.vocab_size)], h, false, weights)?
+        let head = if head_tied {
+            Proj::from_weight(embed.table()?, weights)?
         } else {
-            Proj::from_weight(embed.table(), weights)?
+            Proj::load(&vb, &[("lm_head", c.vocab_size)], h, false, weights)?
         };
         let factor = match &c.rope_scaling {
             Some(r) if r.rope_type == "linear" => r.factor,

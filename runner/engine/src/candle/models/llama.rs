@@ -225,7 +225,12 @@ pub struct Llama {
 impl Llama {
     pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
         let m = vb.pp("model");
-        let embed = Embedding::load(m.pp("embed_tokens"), (c.vocab_size, c.hidden_size), weights)?;
+        let embed = Embedding::load(
+            m.pp("embed_tokens"),
+            (c.vocab_size, c.hidden_size),
+            weights,
+            c.tie_word_embeddings,
+        )?;
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = m.pp("layers").pp(i);
@@ -254,7 +259,7 @@ impl Llama {
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(m.pp("norm"), c.hidden_size, c.rms_norm_eps)?;
         let head = if c.tie_word_embeddings {
-            Proj::from_weight(embed.table(), weights)?
+            Proj::from_weight(embed.table()?, weights)?
         } else {
             Proj::load(
                 &vb,
