@@ -4,7 +4,9 @@
 pub mod bench;
 pub mod chat_template;
 pub mod choice;
-mod cpu;
+/// Public for the kernel benchmarks (`cargo bench -p runner-engine`), not an interface.
+#[doc(hidden)]
+pub mod cpu;
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
 mod layers;
