@@ -7,7 +7,7 @@
 //! partial sums: lane `j` adds the elements at `j`, `j + 8`, `j + 16`, .. in order, so
 //! a 16-wide chunk adds its low half and then its high half.
 
-use super::{exp_nonpositive, gated_portable, madd, GatedAct};
+use super::{gated_portable, GatedAct};
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
@@ -29,46 +29,64 @@ pub(super) unsafe fn gated_avx512(
 pub(super) unsafe fn exp_shifted_avx512(x: &mut [f32], scale: f32) -> f32 {
     let len = x.len();
     let p = x.as_mut_ptr();
+    let neg = _mm512_set1_ps(f32::NEG_INFINITY);
     // The maximum does not depend on the order it is taken in.
-    let mut lanes = _mm512_set1_ps(f32::NEG_INFINITY);
+    let (mut m0, mut m1) = (neg, neg);
     let mut i = 0;
-    while i + 16 <= len {
-        lanes = _mm512_max_ps(_mm512_loadu_ps(p.add(i)), lanes);
+    while i + 32 <= len {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(p.add(i)), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(p.add(i + 16)), m1);
+        i += 32;
+    }
+    while i < len {
+        let mask = tail_mask(len - i);
+        m0 = _mm512_max_ps(_mm512_mask_loadu_ps(neg, mask, p.add(i)), m0);
         i += 16;
     }
-    let mut max = _mm512_reduce_max_ps(lanes);
-    for &r in &x[i..] {
-        max = max.max(r);
-    }
-    let shift = max * scale;
+    let shift = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) * scale;
     let (vscale, vshift) = (_mm512_set1_ps(scale), _mm512_set1_ps(-shift));
-    let mut sums = _mm256_setzero_ps();
+    let exp = |v: __m512| exp16(_mm512_fmadd_ps(v, vscale, vshift));
+    // Lanes 0..16 and 16..32 of the portable code's partial sums.
+    let mut sums = [_mm512_setzero_ps(); 2];
     let mut i = 0;
-    while i + 16 <= len {
-        let e = exp16(_mm512_fmadd_ps(_mm512_loadu_ps(p.add(i)), vscale, vshift));
-        _mm512_storeu_ps(p.add(i), e);
-        sums = _mm256_add_ps(sums, _mm512_castps512_ps256(e));
-        sums = _mm256_add_ps(
-            sums,
-            _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(e))),
-        );
+    while i + 32 <= len {
+        for (h, sum) in sums.iter_mut().enumerate() {
+            let e = exp(_mm512_loadu_ps(p.add(i + 16 * h)));
+            _mm512_storeu_ps(p.add(i + 16 * h), e);
+            *sum = _mm512_add_ps(*sum, e);
+        }
+        i += 32;
+    }
+    // A partial chunk adds into its first lanes; the others add nothing (+0, exactly).
+    let mut h = 0;
+    while i < len {
+        let mask = tail_mask(len - i);
+        let e = _mm512_maskz_mov_ps(mask, exp(_mm512_maskz_loadu_ps(mask, p.add(i))));
+        _mm512_mask_storeu_ps(p.add(i), mask, e);
+        sums[h] = _mm512_add_ps(sums[h], e);
         i += 16;
+        h += 1;
     }
-    if i + 8 <= len {
-        let v = _mm512_maskz_loadu_ps(0xff, p.add(i));
-        let e = _mm512_castps512_ps256(exp16(_mm512_fmadd_ps(v, vscale, vshift)));
-        _mm256_storeu_ps(p.add(i), e);
-        sums = _mm256_add_ps(sums, e);
-        i += 8;
+    // The portable code's tree: lane j + 16 into j, then + 8, + 4, + 2, + 1.
+    let s16 = _mm512_add_ps(sums[0], sums[1]);
+    let s8 = _mm256_add_ps(
+        _mm512_castps512_ps256(s16),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s16))),
+    );
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps::<1>(s8));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    let s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    _mm_cvtss_f32(s1)
+}
+
+/// The lanes of the first `n` (at most 16 counted) elements.
+#[inline(always)]
+fn tail_mask(n: usize) -> __mmask16 {
+    if n >= 16 {
+        0xffff
+    } else {
+        (1u16 << n) - 1
     }
-    let mut lanes = [0f32; 8];
-    _mm256_storeu_ps(lanes.as_mut_ptr(), sums);
-    let mut sum: f32 = lanes.iter().sum();
-    for r in &mut x[i..] {
-        *r = exp_nonpositive::<true>(madd::<true>(*r, scale, -shift));
-        sum += *r;
-    }
-    sum
 }
 
 /// [`exp_nonpositive`] on 16 lanes, operation for operation.
