@@ -3,6 +3,7 @@
 //! that a block's scales are one load and each step one 16-byte load. The blocks are
 //! GGML's q8_0, made by candle's quantizer one weight row at a time.
 
+use super::lines::Lines;
 use super::PANEL;
 use crate::candle::cpu::quantized::with_rows_f32;
 use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
@@ -31,12 +32,13 @@ pub fn values_at(d: usize) -> usize {
 /// Quantizes `parts` (each (n_i, k), stacked along the outputs) into `panels` panels;
 /// rows in parallel, each widened to f32 on its own. Lanes past the last output stay
 /// zero (a zero scale).
-pub fn pack(parts: &[&Tensor], panels: usize, k: usize) -> Result<Vec<u8>> {
+pub fn pack(parts: &[&Tensor], panels: usize, k: usize) -> Result<Lines<u8>> {
     if !k.is_multiple_of(BLOCK) {
         candle_core::bail!("q8_0 quantizes blocks of {BLOCK} inputs; this layer has {k}");
     }
     let panel_bytes = k / BLOCK * BLOCK_BYTES;
-    let mut store = vec![0u8; panels * panel_bytes];
+    let mut lines = Lines::zeroed(panels * panel_bytes);
+    let store = lines.as_mut_slice();
     let mut first = 0;
     for part in parts {
         let rows = part.dim(0)?;
@@ -61,7 +63,7 @@ pub fn pack(parts: &[&Tensor], panels: usize, k: usize) -> Result<Vec<u8>> {
         })?;
         first += rows;
     }
-    Ok(store)
+    Ok(lines)
 }
 
 /// Writes one output's blocks into lane `lane` of its panel.
