@@ -185,6 +185,8 @@ impl PackedWeight {
             k: self.k,
             panels: width / PANEL,
             width,
+            panel_len: W::panel_len(self.k),
+            origin: (0, 0),
             _life: std::marker::PhantomData,
         }
     }
@@ -221,6 +223,11 @@ struct Job<'a, W> {
     panels: usize,
     /// Floats per output row (panels x 16).
     width: usize,
+    /// Units of `w` per panel.
+    panel_len: usize,
+    /// The panel and depth that `w` starts at: (0, 0) for a whole weight, a group's
+    /// first panel and a block's first depth for panels widened to f32 ([`group`]).
+    origin: (usize, usize),
     _life: std::marker::PhantomData<&'a W>,
 }
 
@@ -257,26 +264,102 @@ fn split<W>(job: &Job<W>, np: usize, group: impl Fn(usize) + Sync + Send) {
 /// Group `g` of `NP` panels: walks the depth in blocks and, per block, every tile of
 /// up to `MR` rows. Inlined into each instruction set's entry point, so that the
 /// kernel is compiled with its features.
+///
+/// Weights that take work to widen (q8_0's int8 times a scale) are widened once per
+/// block into f32 panels when enough row tiles will read them, instead of once per
+/// tile: the same values (the product is exact either way), so the same bits, and a
+/// prefill's q8_0 products run at f32's speed. A few rows (decode) widen in registers.
 #[inline(always)]
 fn group<L: Lanes, W: Weight, const MR: usize, const NP: usize>(job: &Job<W>, g: usize) {
     let first = g * NP;
     let count = NP.min(job.panels - first);
+    let widen = W::WIDEN_AHEAD && job.rows >= WIDEN_ROWS * MR;
+    // On cache lines, as the packed panels are.
+    let mut widened = Lines::<f32>::zeroed(if widen {
+        count * DEPTH_BLOCK.min(job.k) * PANEL
+    } else {
+        0
+    });
     let mut k0 = 0;
     while k0 < job.k {
         let k1 = (k0 + DEPTH_BLOCK).min(job.k);
-        let mut r = 0;
-        while r < job.rows {
-            let mr = MR.min(job.rows - r);
-            if count == NP {
-                rows_tile::<L, W, NP>(job, mr, r, first, k0, k1);
-            } else {
-                for p in first..first + count {
-                    rows_tile::<L, W, 1>(job, mr, r, p, k0, k1);
-                }
-            }
-            r += mr;
+        if widen {
+            // Safety: the group's panels hold depths k0..k1, and `widened` has room
+            // for `count` panels of that depth.
+            unsafe { widen_block::<L, W>(job, first, count, k0, k1, widened.as_mut_slice()) };
+            let view = Job::<f32> {
+                x: job.x,
+                w: widened.as_slice().as_ptr(),
+                out: job.out,
+                rows: job.rows,
+                k: job.k,
+                panels: job.panels,
+                width: job.width,
+                panel_len: (k1 - k0) * PANEL,
+                origin: (first, k0),
+                _life: std::marker::PhantomData,
+            };
+            row_tiles::<L, f32, MR, NP>(&view, first, count, k0, k1);
+        } else {
+            row_tiles::<L, W, MR, NP>(job, first, count, k0, k1);
         }
         k0 = k1;
+    }
+}
+
+/// Row tiles with at least this many tiles of rows widen their weights ahead.
+const WIDEN_ROWS: usize = 4;
+
+/// Every tile of rows over panels `first..first + count`, depths `k0..k1`.
+#[inline(always)]
+fn row_tiles<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
+    job: &Job<W>,
+    first: usize,
+    count: usize,
+    k0: usize,
+    k1: usize,
+) {
+    let mut r = 0;
+    while r < job.rows {
+        let mr = MR.min(job.rows - r);
+        if count == NP {
+            rows_tile::<L, W, NP>(job, mr, r, first, k0, k1);
+        } else {
+            for p in first..first + count {
+                rows_tile::<L, W, 1>(job, mr, r, p, k0, k1);
+            }
+        }
+        r += mr;
+    }
+}
+
+/// Panels `first..first + count` of `job` at depths `k0..k1`, as f32 panels of depth
+/// `k1 - k0` in `dst`.
+///
+/// # Safety
+/// The panels exist in `job` at those depths, and `dst` holds `count` such panels.
+#[inline(always)]
+unsafe fn widen_block<L: Lanes, W: Weight>(
+    job: &Job<W>,
+    first: usize,
+    count: usize,
+    k0: usize,
+    k1: usize,
+    dst: &mut [f32],
+) {
+    let depth = k1 - k0;
+    for j in 0..count {
+        let panel = job.w.add((first + j) * job.panel_len);
+        let out = dst.as_mut_ptr().add(j * depth * PANEL);
+        let mut d0 = k0;
+        while d0 < k1 {
+            let d1 = if W::STEP >= k1 - d0 { k1 } else { d0 + W::STEP };
+            let scale = W::scale::<L>(panel, d0);
+            for d in d0..d1 {
+                W::load::<L>(panel, d, scale).store(out.add((d - k0) * PANEL));
+            }
+            d0 = d1;
+        }
     }
 }
 
@@ -321,8 +404,9 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
             }
         }
     }
-    let panel_len = W::panel_len(job.k);
-    let w = job.w.add(p * panel_len);
+    let panel_len = job.panel_len;
+    let (p0, dw) = job.origin;
+    let w = job.w.add((p - p0) * panel_len);
     let x = job.x.add(r * job.k);
     // Steps of depths that share their scales (all of k0..k1 for unscaled weights);
     // a depth block is a whole number of steps.
@@ -331,12 +415,12 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
         let d1 = if W::STEP >= k1 - d0 { k1 } else { d0 + W::STEP };
         let mut scales = [L::zero(); NP];
         for (j, s) in scales.iter_mut().enumerate() {
-            *s = W::scale::<L>(w.add(j * panel_len), d0);
+            *s = W::scale::<L>(w.add(j * panel_len), d0 - dw);
         }
         for d in d0..d1 {
             let mut ws = [L::zero(); NP];
             for (j, v) in ws.iter_mut().enumerate() {
-                *v = W::load::<L>(w.add(j * panel_len), d, scales[j]);
+                *v = W::load::<L>(w.add(j * panel_len), d - dw, scales[j]);
             }
             for (i, a) in acc.iter_mut().enumerate() {
                 let xv = *x.add(i * job.k + d);
@@ -372,6 +456,8 @@ trait Lanes: Copy {
 trait Weight: Copy {
     /// Depths that share one scale; a tile loads the scales once per step.
     const STEP: usize;
+    /// Whether widening to f32 costs enough to do once per block rather than per tile.
+    const WIDEN_AHEAD: bool;
     /// Units of one panel of depth `k`.
     fn panel_len(k: usize) -> usize;
     /// The scales of the step holding depth `d` of the panel at `panel`.
@@ -382,6 +468,7 @@ trait Weight: Copy {
 
 impl Weight for f32 {
     const STEP: usize = usize::MAX;
+    const WIDEN_AHEAD: bool = false;
     fn panel_len(k: usize) -> usize {
         k * PANEL
     }
@@ -398,6 +485,8 @@ impl Weight for f32 {
 /// bf16 bit patterns.
 impl Weight for u16 {
     const STEP: usize = usize::MAX;
+    // A shift into the high half: as cheap as the load.
+    const WIDEN_AHEAD: bool = false;
     fn panel_len(k: usize) -> usize {
         k * PANEL
     }
@@ -414,6 +503,7 @@ impl Weight for u16 {
 /// The bytes of q8_0 panels ([`q8`]).
 impl Weight for u8 {
     const STEP: usize = q8::BLOCK;
+    const WIDEN_AHEAD: bool = true;
     fn panel_len(k: usize) -> usize {
         k / q8::BLOCK * q8::BLOCK_BYTES
     }

@@ -175,14 +175,16 @@ fn q8_0_panels_compute_exactly_on_the_weights_candle_dequantizes() {
             .unwrap();
         let q8 = PackedWeight::pack(&[&w], Packing::Q8_0).unwrap();
         let f32 = PackedWeight::pack(&[&dequantized], Packing::F32).unwrap();
-        let rows = 7;
-        let x = random(rows * k, 19);
-        let mut want = vec![0f32; rows * n];
-        f32.matmul(&x, rows, &mut want, Isa::Scalar);
-        for isa in available_isas() {
-            let mut got = vec![0f32; rows * n];
-            q8.matmul(&x, rows, &mut got, isa);
-            assert_eq!(bits(&got), bits(&want), "{isa:?} n {n} k {k}");
+        // A few rows widen the int8 values in registers, many widen each block ahead.
+        for rows in [7, 40] {
+            let x = random(rows * k, 19);
+            let mut want = vec![0f32; rows * n];
+            f32.matmul(&x, rows, &mut want, Isa::Scalar);
+            for isa in available_isas() {
+                let mut got = vec![0f32; rows * n];
+                q8.matmul(&x, rows, &mut got, isa);
+                assert_eq!(bits(&got), bits(&want), "{isa:?} n {n} k {k} rows {rows}");
+            }
         }
     }
 }
