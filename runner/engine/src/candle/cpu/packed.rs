@@ -22,8 +22,10 @@
 pub use crate::candle::cpu::isa::{best_isa, Isa};
 use crate::candle::cpu::{product_input, with_slice};
 use candle_core::{DType, Device, Result, Tensor};
+use lanes::{Lanes, Scalar};
 use lines::Lines;
 use rayon::prelude::*;
+use weight::Weight;
 
 /// Outputs per panel: one AVX-512 vector of f32.
 pub const PANEL: usize = 16;
@@ -438,132 +440,10 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
     }
 }
 
-/// 16 f32 lanes.
-trait Lanes: Copy {
-    fn zero() -> Self;
-    unsafe fn load(p: *const f32) -> Self;
-    unsafe fn load_bf16(p: *const u16) -> Self;
-    /// 16 f16 values (q8_0's scales) as f32, exactly.
-    unsafe fn load_f16(p: *const u16) -> Self;
-    /// 16 int8 values times `scale`: exact, as int8 times an f16 value fits in f32.
-    unsafe fn load_q8(p: *const i8, scale: Self) -> Self;
-    /// `self + x * w`, rounded once per lane.
-    fn fma(self, x: f32, w: Self) -> Self;
-    unsafe fn store(self, p: *mut f32);
-}
-
-/// How a panel holds its weights: the unit of its store.
-trait Weight: Copy {
-    /// Depths that share one scale; a tile loads the scales once per step.
-    const STEP: usize;
-    /// Whether widening to f32 costs enough to do once per block rather than per tile.
-    const WIDEN_AHEAD: bool;
-    /// Units of one panel of depth `k`.
-    fn panel_len(k: usize) -> usize;
-    /// The scales of the step holding depth `d` of the panel at `panel`.
-    unsafe fn scale<L: Lanes>(panel: *const Self, d: usize) -> L;
-    /// Depth `d` of the panel at `panel`, as f32, given its step's scales.
-    unsafe fn load<L: Lanes>(panel: *const Self, d: usize, scale: L) -> L;
-}
-
-impl Weight for f32 {
-    const STEP: usize = usize::MAX;
-    const WIDEN_AHEAD: bool = false;
-    fn panel_len(k: usize) -> usize {
-        k * PANEL
-    }
-    #[inline(always)]
-    unsafe fn scale<L: Lanes>(_: *const f32, _: usize) -> L {
-        L::zero()
-    }
-    #[inline(always)]
-    unsafe fn load<L: Lanes>(panel: *const f32, d: usize, _: L) -> L {
-        L::load(panel.add(d * PANEL))
-    }
-}
-
-/// bf16 bit patterns.
-impl Weight for u16 {
-    const STEP: usize = usize::MAX;
-    // A shift into the high half: as cheap as the load.
-    const WIDEN_AHEAD: bool = false;
-    fn panel_len(k: usize) -> usize {
-        k * PANEL
-    }
-    #[inline(always)]
-    unsafe fn scale<L: Lanes>(_: *const u16, _: usize) -> L {
-        L::zero()
-    }
-    #[inline(always)]
-    unsafe fn load<L: Lanes>(panel: *const u16, d: usize, _: L) -> L {
-        L::load_bf16(panel.add(d * PANEL))
-    }
-}
-
-/// The bytes of q8_0 panels ([`q8`]).
-impl Weight for u8 {
-    const STEP: usize = q8::BLOCK;
-    const WIDEN_AHEAD: bool = true;
-    fn panel_len(k: usize) -> usize {
-        k / q8::BLOCK * q8::BLOCK_BYTES
-    }
-    #[inline(always)]
-    unsafe fn scale<L: Lanes>(panel: *const u8, d: usize) -> L {
-        L::load_f16(panel.add(q8::scales_at(d)).cast())
-    }
-    #[inline(always)]
-    unsafe fn load<L: Lanes>(panel: *const u8, d: usize, scale: L) -> L {
-        L::load_q8(panel.add(q8::values_at(d)).cast(), scale)
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Scalar([f32; PANEL]);
-
-impl Lanes for Scalar {
-    #[inline(always)]
-    fn zero() -> Self {
-        Scalar([0.0; PANEL])
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        Scalar(std::ptr::read_unaligned(p.cast()))
-    }
-    #[inline(always)]
-    unsafe fn load_bf16(p: *const u16) -> Self {
-        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
-        Scalar(bits.map(|b| f32::from_bits((b as u32) << 16)))
-    }
-    #[inline(always)]
-    unsafe fn load_f16(p: *const u16) -> Self {
-        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
-        Scalar(bits.map(|b| half::f16::from_bits(b).to_f32()))
-    }
-    #[inline(always)]
-    unsafe fn load_q8(p: *const i8, scale: Self) -> Self {
-        let q: [i8; PANEL] = std::ptr::read_unaligned(p.cast());
-        let mut v = [0f32; PANEL];
-        for ((v, q), s) in v.iter_mut().zip(q).zip(scale.0) {
-            *v = q as f32 * s;
-        }
-        Scalar(v)
-    }
-    #[inline(always)]
-    fn fma(self, x: f32, w: Self) -> Self {
-        let mut v = self.0;
-        for (a, w) in v.iter_mut().zip(w.0) {
-            *a = x.mul_add(w, *a);
-        }
-        Scalar(v)
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        std::ptr::write_unaligned(p.cast(), self.0)
-    }
-}
-
+mod lanes;
 mod lines;
 mod q8;
+mod weight;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

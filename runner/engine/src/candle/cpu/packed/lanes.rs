@@ -1,0 +1,63 @@
+//! 16 f32 lanes, one output of a panel each: the portable build, and the trait the
+//! instruction sets' builds (`x86.rs`) implement.
+
+use super::PANEL;
+
+/// 16 f32 lanes.
+pub(super) trait Lanes: Copy {
+    fn zero() -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn load_bf16(p: *const u16) -> Self;
+    /// 16 f16 values (q8_0's scales) as f32, exactly.
+    unsafe fn load_f16(p: *const u16) -> Self;
+    /// 16 int8 values times `scale`: exact, as int8 times an f16 value fits in f32.
+    unsafe fn load_q8(p: *const i8, scale: Self) -> Self;
+    /// `self + x * w`, rounded once per lane.
+    fn fma(self, x: f32, w: Self) -> Self;
+    unsafe fn store(self, p: *mut f32);
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Scalar([f32; PANEL]);
+
+impl Lanes for Scalar {
+    #[inline(always)]
+    fn zero() -> Self {
+        Scalar([0.0; PANEL])
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        Scalar(std::ptr::read_unaligned(p.cast()))
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(p: *const u16) -> Self {
+        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
+        Scalar(bits.map(|b| f32::from_bits((b as u32) << 16)))
+    }
+    #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
+        Scalar(bits.map(|b| half::f16::from_bits(b).to_f32()))
+    }
+    #[inline(always)]
+    unsafe fn load_q8(p: *const i8, scale: Self) -> Self {
+        let q: [i8; PANEL] = std::ptr::read_unaligned(p.cast());
+        let mut v = [0f32; PANEL];
+        for ((v, q), s) in v.iter_mut().zip(q).zip(scale.0) {
+            *v = q as f32 * s;
+        }
+        Scalar(v)
+    }
+    #[inline(always)]
+    fn fma(self, x: f32, w: Self) -> Self {
+        let mut v = self.0;
+        for (a, w) in v.iter_mut().zip(w.0) {
+            *a = x.mul_add(w, *a);
+        }
+        Scalar(v)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        std::ptr::write_unaligned(p.cast(), self.0)
+    }
+}
