@@ -228,6 +228,9 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     }
     if !args.quiet {
         print_start(&dir, workload.as_ref(), Some(&backend.describe()));
+        if let Some(bounds) = backend.memory_bounds() {
+            eprintln!("{bounds}");
+        }
     }
     let options = RunOptions {
         retry_failed: args.served.retry_failed,

@@ -86,7 +86,7 @@ impl BatchStats {
 }
 
 /// `n` with thousands separated by commas, as a paper prints counts.
-fn grouped(n: usize) -> String {
+pub(crate) fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

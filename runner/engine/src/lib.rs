@@ -149,6 +149,12 @@ pub trait Backend {
     /// A short description for the run manifest (model, revision, device, dtype).
     fn describe(&self) -> String;
 
+    /// What bounds the memory a run takes, for the line it starts with (a local
+    /// model's KV cache budget and row limit); None for a backend that holds none.
+    fn memory_bounds(&self) -> Option<String> {
+        None
+    }
+
     /// Requests worth giving in one call: the runner journals at the end of a call that
     /// ends quickly, and within a call when the backend is idle or a second has passed
     /// (see `runner_core::run`), so this trades fsyncs against work lost to a crash.

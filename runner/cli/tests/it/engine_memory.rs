@@ -109,3 +109,55 @@ fn the_context_is_checked_before_the_weights_load() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run starts by saying what bounds its memory: the KV cache's budget, its cost per
+/// token, and the row limit `--max-batch` set.
+#[test]
+fn a_run_states_its_kv_budget_and_row_limit_as_it_starts() {
+    let dir = scratch_dir("kv-line");
+    let model = dir.join("model");
+    runner_engine::candle::fixture::write_fixture_with(
+        Arch::Qwen2,
+        Size::Tiny,
+        &model,
+        Some((
+            creg::workload::tokenizer_corpus().unwrap(),
+            creg::workload::SMOKE_VOCAB,
+        )),
+    )
+    .unwrap();
+    let o = runner(&[
+        "run",
+        "--model",
+        s(&model),
+        "--condition",
+        "canonical_json",
+        "--tasks",
+        "belief",
+        "--limit",
+        "1",
+        "--shard",
+        "0/23",
+        "--seeds",
+        "42",
+        "--max-new-tokens",
+        "2",
+        "--max-batch",
+        "3",
+        "--device",
+        "cpu",
+        "--out",
+        s(&dir.join("out")),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("KV cache up to "))
+        .unwrap_or_else(|| panic!("no KV line in:\n{err}"));
+    assert!(
+        line.contains("at most 3 rows decode together (--max-batch)"),
+        "{line}"
+    );
+    assert!(line.contains(" KB a token, "), "{line}");
+}

@@ -12,6 +12,18 @@ impl Backend for Engine {
         self.label.clone()
     }
 
+    fn memory_bounds(&self) -> Option<String> {
+        let (budget, per_token) = (self.limits.kv_budget_bytes, self.kv_bytes_per_token);
+        Some(format!(
+            "KV cache up to {:.1} GB ({} KB a token, {} tokens in all); at most {} rows \
+             decode together (--max-batch)",
+            budget as f64 / 1e9,
+            per_token.div_ceil(1000),
+            crate::batch::grouped(budget / per_token.max(1)),
+            self.limits.max_rows,
+        ))
+    }
+
     /// A few batches' worth at the row limit of prompts of 2,048 tokens, so that the
     /// scheduler has prompts waiting when rows finish.
     fn preferred_batch(&self) -> usize {
