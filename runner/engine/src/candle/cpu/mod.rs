@@ -6,6 +6,7 @@
 pub mod attention;
 pub mod isa;
 pub mod kernels;
+pub mod lanes;
 pub mod packed;
 pub mod quantized;
 pub mod vectorised;

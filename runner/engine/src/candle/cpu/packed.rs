@@ -20,9 +20,9 @@
 //! activations kept in f32 (GGML's own q8_0 product rounds them to int8 too).
 
 pub use crate::candle::cpu::isa::{best_isa, Isa};
+use crate::candle::cpu::lanes::{Lanes, Scalar};
 use crate::candle::cpu::{product_input, with_slice};
 use candle_core::{DType, Device, Result, Tensor};
-use lanes::{Lanes, Scalar};
 use lines::Lines;
 use rayon::prelude::*;
 use weight::Weight;
@@ -440,7 +440,6 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
     }
 }
 
-mod lanes;
 mod lines;
 mod q8;
 mod weight;

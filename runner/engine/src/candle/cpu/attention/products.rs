@@ -23,6 +23,7 @@
 //! same kernels on its group of query heads, so a query gets the same bits whether
 //! its token is decoded or prefilled.
 
+use crate::candle::cpu::lanes::{Lanes, Scalar};
 use crate::candle::cpu::vectorised::exp_shifted;
 
 /// Key slots per panel, and the columns of one value vector: one AVX-512 vector of f32.
@@ -253,41 +254,6 @@ unsafe fn product<L: Lanes, const MR: usize, const NV: usize>(
         for (j, v) in row.iter().enumerate() {
             v.store(out.add(i * o_rs + j * PANEL));
         }
-    }
-}
-
-/// 16 f32 lanes.
-trait Lanes: Copy {
-    fn zero() -> Self;
-    unsafe fn load(p: *const f32) -> Self;
-    /// `self + x * w`, rounded once per lane.
-    fn fma(self, x: f32, w: Self) -> Self;
-    unsafe fn store(self, p: *mut f32);
-}
-
-#[derive(Clone, Copy)]
-struct Scalar([f32; PANEL]);
-
-impl Lanes for Scalar {
-    #[inline(always)]
-    fn zero() -> Self {
-        Scalar([0.0; PANEL])
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        Scalar(std::ptr::read_unaligned(p.cast()))
-    }
-    #[inline(always)]
-    fn fma(self, x: f32, w: Self) -> Self {
-        let mut v = self.0;
-        for (a, w) in v.iter_mut().zip(w.0) {
-            *a = x.mul_add(w, *a);
-        }
-        Scalar(v)
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        std::ptr::write_unaligned(p.cast(), self.0)
     }
 }
 

@@ -1,8 +1,8 @@
 //! How a panel holds its weights (f32, bf16 bit patterns or q8_0 bytes), and how a
 //! kernel reads one depth step of it as 16 f32 lanes.
 
-use super::lanes::Lanes;
 use super::{q8, PANEL};
+use crate::candle::cpu::lanes::Lanes;
 
 /// How a panel holds its weights: the unit of its store.
 pub(super) trait Weight: Copy {

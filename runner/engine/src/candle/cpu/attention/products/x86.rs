@@ -1,7 +1,8 @@
-//! The AVX2 and AVX-512 lanes of attention's products: the same chains as the scalar
-//! lanes, one output per f32 lane.
+//! The AVX2 and AVX-512 entry points of attention's products (each compiled with its
+//! features over the lanes of `cpu/lanes/x86.rs`), and the keys' 16 x 16 transposes.
 
-use super::{run, Job, Lanes, PANEL};
+use super::{run, Job, PANEL};
+use crate::candle::cpu::lanes::x86::{Avx2, Avx512};
 use std::arch::x86_64::*;
 
 /// Tiles of 6 rows x 16 columns: 12 accumulators of the 16 ymm registers.
@@ -21,61 +22,6 @@ pub(super) unsafe fn avx2(job: &Job) {
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(super) unsafe fn avx512(job: &Job) {
     run::<Avx512, 12, 2>(job)
-}
-
-#[derive(Clone, Copy)]
-struct Avx2([__m256; 2]);
-
-impl Lanes for Avx2 {
-    #[inline(always)]
-    fn zero() -> Self {
-        // SAFETY: avx is implied by every caller's target features.
-        unsafe { Avx2([_mm256_setzero_ps(); 2]) }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        Avx2([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(PANEL / 2))])
-    }
-    #[inline(always)]
-    fn fma(self, x: f32, w: Self) -> Self {
-        // SAFETY: as for `zero`.
-        unsafe {
-            let xv = _mm256_set1_ps(x);
-            Avx2([
-                _mm256_fmadd_ps(xv, w.0[0], self.0[0]),
-                _mm256_fmadd_ps(xv, w.0[1], self.0[1]),
-            ])
-        }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        _mm256_storeu_ps(p, self.0[0]);
-        _mm256_storeu_ps(p.add(PANEL / 2), self.0[1]);
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Avx512(__m512);
-
-impl Lanes for Avx512 {
-    #[inline(always)]
-    fn zero() -> Self {
-        // SAFETY: avx512f is implied by every caller's target features.
-        unsafe { Avx512(_mm512_setzero_ps()) }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        Avx512(_mm512_loadu_ps(p))
-    }
-    #[inline(always)]
-    fn fma(self, x: f32, w: Self) -> Self {
-        // SAFETY: as for `zero`.
-        unsafe { Avx512(_mm512_fmadd_ps(_mm512_set1_ps(x), w.0, self.0)) }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        _mm512_storeu_ps(p, self.0)
-    }
 }
 
 /// Packs 16 keys (rows `k_rs` floats apart from `keys`) of `d` floats, a multiple of

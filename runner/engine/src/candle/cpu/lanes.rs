@@ -1,10 +1,13 @@
-//! 16 f32 lanes, one output of a panel each: the portable build, and the trait the
-//! instruction sets' builds (`x86.rs`) implement.
+//! 16 f32 lanes, one output each: what the packed products' and attention's kernels
+//! are written over. The portable build is here; the AVX2 and AVX-512 builds, which
+//! give its bits (each lane one fused multiply-add chain), are in `lanes/x86.rs`.
 
-use super::PANEL;
+/// f32 values in one set of lanes.
+pub const LANES: usize = 16;
+const PANEL: usize = LANES;
 
 /// 16 f32 lanes.
-pub(super) trait Lanes: Copy {
+pub(crate) trait Lanes: Copy {
     fn zero() -> Self;
     unsafe fn load(p: *const f32) -> Self;
     unsafe fn load_bf16(p: *const u16) -> Self;
@@ -18,7 +21,7 @@ pub(super) trait Lanes: Copy {
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Scalar([f32; PANEL]);
+pub(crate) struct Scalar([f32; PANEL]);
 
 impl Lanes for Scalar {
     #[inline(always)]
@@ -61,3 +64,6 @@ impl Lanes for Scalar {
         std::ptr::write_unaligned(p.cast(), self.0)
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
