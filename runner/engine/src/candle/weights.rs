@@ -2,6 +2,7 @@
 //! format, another one asked for, or a quantization made at load. It is part of a
 //! model's identity: a run in q8_0 is not the run in bf16.
 
+use crate::candle::load::reader::Checkpoint;
 use crate::EngineError;
 use candle_core::{DType, Device};
 
@@ -57,20 +58,24 @@ impl std::fmt::Display for WeightFormat {
     }
 }
 
-/// What loading a layer's weights needs: the format to hold them in, and the dtype
-/// the checkpoint stores them in (a quantization reads a tensor as stored rather than
-/// widened to f32 first, which would hold a third copy of it while loading).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What loading a layer's weights needs: the format to hold them in, the dtype the
+/// checkpoint stores them in (a quantization reads a tensor as stored rather than
+/// widened to f32 first, which would hold a third copy of it while loading), and on
+/// the CPU the checkpoint itself, which the embedding table is read from row by row
+/// rather than held (layers::Embedding).
+#[derive(Debug, Clone)]
 pub struct Weights {
     pub format: WeightFormat,
     pub stored: DType,
+    pub checkpoint: Option<Checkpoint>,
 }
 
 impl Weights {
-    /// f32 weights from an f32 checkpoint.
+    /// f32 weights from an f32 checkpoint, all held in memory.
     pub const F32: Weights = Weights {
         format: WeightFormat::F32,
         stored: DType::F32,
+        checkpoint: None,
     };
 }
 

@@ -62,17 +62,6 @@ impl QuantWeight {
     }
 }
 
-/// The rows of the (rows, k) weight `part` as blocks of `T`, row after row.
-pub(crate) fn quantize_rows<T: GgmlType>(part: &Tensor) -> Result<Vec<T>> {
-    let (rows, k) = part.dims2()?;
-    if !k.is_multiple_of(T::BLCK_SIZE) {
-        candle_core::bail!("{k} inputs do not fill blocks of {}", T::BLCK_SIZE);
-    }
-    let mut blocks = vec![T::zeros(); rows * (k / T::BLCK_SIZE)];
-    fill(&mut blocks, part, k)?;
-    Ok(blocks)
-}
-
 /// Quantizes the rows of `part` (on the CPU, any float dtype) into `dst`.
 fn fill<T: GgmlType>(dst: &mut [T], part: &Tensor, k: usize) -> Result<()> {
     let per_row = k / T::BLCK_SIZE;

@@ -3,13 +3,14 @@
 
 use crate::candle::cpu;
 pub use crate::candle::cpu::GatedAct;
-use crate::candle::weights::{WeightFormat, Weights};
+use crate::candle::weights::Weights;
+mod embedding;
 mod names;
 mod proj;
 use crate::candle::runtime::kv_cache::StepLayout;
-use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Linear, Module};
+pub use embedding::Embedding;
 pub use names::{GateUpNames, QkvNames, TensorNames, SEPARATE};
 pub use proj::Proj;
 
@@ -231,7 +232,7 @@ impl QkvProjection {
         hidden: usize,
         (heads, kv_heads, head_dim): (usize, usize, usize),
         bias: bool,
-        weights: Weights,
+        weights: &Weights,
     ) -> Result<Self> {
         let (q, kv) = (heads * head_dim, kv_heads * head_dim);
         let qkv = match names {
@@ -335,7 +336,7 @@ impl GatedMlp {
         hidden: usize,
         inner: usize,
         act: GatedAct,
-        weights: Weights,
+        weights: &Weights,
     ) -> Result<Self> {
         let gate_up = match names {
             GateUpNames::Fused(name) => {
@@ -439,98 +440,6 @@ pub fn last_token(x: &Tensor) -> Result<Tensor> {
 /// Logits (rows, vocab) in f32 from the last-token hidden state.
 pub fn logits(head: &Proj, last: &Tensor) -> Result<Tensor> {
     head.forward(last)?.squeeze(1)?.to_dtype(DType::F32)
-}
-
-/// The token embedding table. On the CPU it is kept in bf16 when the weights are bf16,
-/// and in q8_0 when they are quantized (unless the output head is the table), and each
-/// looked-up row is widened to the activations' dtype. A 7B model's table is 1.1 GB in
-/// bf16 and 0.6 GB in q8_0.
-#[derive(Debug, Clone)]
-pub struct Embedding {
-    table: Table,
-    dtype: DType,
-}
-
-/// How the embedding table is kept.
-#[derive(Debug, Clone)]
-enum Table {
-    Dense(Tensor),
-    /// q8_0 rows, beside quantized weights on the CPU (as llama.cpp's q8_0 models keep
-    /// `token_embd`): half of bf16's memory, and a lookup widens one row.
-    Q8 {
-        blocks: Vec<BlockQ8_0>,
-        hidden: usize,
-    },
-}
-
-impl Embedding {
-    /// The table of `(vocab, hidden)`; `head_tied` when the output head is this table,
-    /// which then stays dense for the head to be made from it.
-    pub fn load(
-        vb: candle_nn::VarBuilder,
-        (vocab, hidden): (usize, usize),
-        weights: Weights,
-        head_tied: bool,
-    ) -> Result<Self> {
-        let on_cpu = vb.device().is_cpu();
-        let keep = match weights.format {
-            WeightFormat::F32 => vb.dtype(),
-            _ if on_cpu => DType::BF16,
-            _ => vb.dtype(),
-        };
-        let table = vb.get_with_hints_dtype((vocab, hidden), "weight", Default::default(), keep)?;
-        let quantize = on_cpu
-            && weights.format.is_quantized()
-            && !head_tied
-            && hidden.is_multiple_of(BlockQ8_0::BLCK_SIZE);
-        let table = if quantize {
-            Table::Q8 {
-                blocks: crate::candle::cpu::quantized::quantize_rows(&table)?,
-                hidden,
-            }
-        } else {
-            Table::Dense(table)
-        };
-        Ok(Embedding {
-            table,
-            dtype: vb.dtype(),
-        })
-    }
-
-    /// (vocab, hidden), in the dtype it is kept in, for a tied output head (whose
-    /// table is never quantized).
-    pub fn table(&self) -> Result<&Tensor> {
-        match &self.table {
-            Table::Dense(t) => Ok(t),
-            Table::Q8 { .. } => candle_core::bail!("the embedding table is quantized"),
-        }
-    }
-
-    /// Token ids (..) -> (.., hidden) in the activations' dtype.
-    pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
-        let mut dims = ids.dims().to_vec();
-        let rows = match &self.table {
-            Table::Dense(t) => {
-                dims.push(t.dim(1)?);
-                t.index_select(&ids.flatten_all()?, 0)?
-            }
-            Table::Q8 { blocks, hidden } => {
-                dims.push(*hidden);
-                let per_row = hidden / BlockQ8_0::BLCK_SIZE;
-                let ids = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
-                let mut out = vec![0f32; ids.len() * hidden];
-                for (&id, row) in ids.iter().zip(out.chunks_mut(*hidden)) {
-                    let from = id as usize * per_row;
-                    let Some(src) = blocks.get(from..from + per_row) else {
-                        candle_core::bail!("embedding: token id {id} is outside the table");
-                    };
-                    BlockQ8_0::to_float(src, row);
-                }
-                Tensor::from_vec(out, (ids.len(), *hidden), &candle_core::Device::Cpu)?
-            }
-        };
-        rows.reshape(dims)?.to_dtype(self.dtype)
-    }
 }
 
 #[cfg(test)]

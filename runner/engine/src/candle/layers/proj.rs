@@ -29,7 +29,7 @@ impl Proj {
         parts: &[(&str, usize)],
         inputs: usize,
         bias: bool,
-        weights: Weights,
+        weights: &Weights,
     ) -> Result<Self> {
         let on_cpu = vb.device().is_cpu();
         let format = weights.format;
@@ -64,7 +64,7 @@ impl Proj {
     }
 
     /// A layer over an existing (outputs, inputs) weight (a tied output head).
-    pub fn from_weight(weight: &Tensor, weights: Weights) -> Result<Self> {
+    pub fn from_weight(weight: &Tensor, weights: &Weights) -> Result<Self> {
         Self::from_parts(&[weight], None, weights.format, weight.device().is_cpu())
     }
 

@@ -24,7 +24,7 @@ fn the_fused_split_and_rotation_matches_candles_copies_and_rope() -> Result<()> 
         }
         let vb = candle_nn::VarBuilder::from_tensors(weights, DType::F32, &dev);
         let names = QkvNames::Separate(["q_proj", "k_proj", "v_proj"]);
-        let qkv = QkvProjection::load(&vb, &names, hidden, (heads, kv, d), bias, Weights::F32)?;
+        let qkv = QkvProjection::load(&vb, &names, hidden, (heads, kv, d), bias, &Weights::F32)?;
         // Large enough for the parallel path, and a single decode step.
         for (past, new, pad) in [(3, 700, vec![0, 4]), (40, 1, vec![0, 4])] {
             let layout = StepLayout { past, new, pad };
@@ -67,7 +67,7 @@ fn a_decode_steps_q_k_v_from_weight_views_are_the_stacked_products_parts_uncopie
         hidden,
         (heads, kv, d),
         false,
-        Weights::F32,
+        &Weights::F32,
     )?;
     let x = Tensor::randn(0f32, 1.0, (rows, 1, hidden), &dev)?;
     // On the CPU `forward` splits the stacked (packed) product.
@@ -209,37 +209,59 @@ fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
     Ok(())
 }
 
-/// Beside quantized weights an untied table is q8_0 and a lookup gives candle's
-/// dequantized rows exactly; a table the output head is made from stays bf16.
+/// On the CPU the table's rows are read from the checkpoint as stored, whatever the
+/// weights' format: a lookup gives the checkpoint's rows widened exactly, an id past
+/// the table is an error, and a tied head made from the file computes what a head
+/// made from the table in memory computes.
 #[test]
-fn a_quantized_models_embedding_rows_are_candles_q8_0_rows_unless_the_head_is_tied() -> Result<()> {
-    use candle_core::quantized::{GgmlDType, QTensor};
+fn embedding_rows_are_read_from_the_checkpoint_exactly_in_every_format() -> Result<()> {
+    use crate::candle::load::reader::Checkpoint;
+    use crate::candle::weights::WeightFormat;
     let dev = Device::Cpu;
     let (vocab, hidden) = (50, 64);
     let table = Tensor::randn(0f32, 1.0, (vocab, hidden), &dev)?.to_dtype(DType::BF16)?;
+    let path =
+        std::env::temp_dir().join(format!("embedding-rows-{}.safetensors", std::process::id()));
     let mut map = std::collections::HashMap::new();
-    map.insert("weight".to_string(), table.clone());
-    let vb = candle_nn::VarBuilder::from_tensors(map, DType::F32, &dev);
-    let q8 = Weights {
-        format: WeightFormat::Q8_0,
-        stored: DType::BF16,
-    };
+    map.insert("model.embed_tokens.weight".to_string(), table.clone());
+    candle_core::safetensors::save(&map, &path)?;
+    let checkpoint =
+        Checkpoint::open(std::slice::from_ref(&path)).map_err(candle_core::Error::wrap)?;
+    let _ = std::fs::remove_file(&path); // the open file stays readable
+    let vb =
+        candle_nn::VarBuilder::from_backend(Box::new(checkpoint.clone()), DType::F32, dev.clone());
+    let m = vb.pp("model");
     let ids = Tensor::new(&[[3u32, 49, 0], [7, 7, 21]], &dev)?;
-    let want = QTensor::quantize(&table.to_dtype(DType::F32)?, GgmlDType::Q8_0)?
-        .dequantize(&dev)?
-        .index_select(&ids.flatten_all()?, 0)?
-        .reshape((2, 3, hidden))?;
-    let untied = Embedding::load(vb.clone(), (vocab, hidden), q8, false)?;
-    assert!(untied.table().is_err());
-    assert_eq!(max_diff(&untied.forward(&ids)?, &want)?, 0.0);
-    let tied = Embedding::load(vb, (vocab, hidden), q8, true)?;
-    assert_eq!(tied.table()?.dtype(), DType::BF16);
     let exact = table
         .to_dtype(DType::F32)?
-        .index_select(&ids.flatten_all()?, 0)?;
-    assert_eq!(
-        max_diff(&tied.forward(&ids)?, &exact.reshape((2, 3, hidden))?)?,
-        0.0
-    );
+        .index_select(&ids.flatten_all()?, 0)?
+        .reshape((2, 3, hidden))?;
+    for format in [
+        WeightFormat::F32,
+        WeightFormat::Bf16,
+        WeightFormat::Q8_0,
+        WeightFormat::Q4K,
+    ] {
+        let weights = Weights {
+            format,
+            stored: DType::BF16,
+            checkpoint: Some(checkpoint.clone()),
+        };
+        let embed = Embedding::load(&m, "embed_tokens", (vocab, hidden), &weights)?;
+        assert_eq!(max_diff(&embed.forward(&ids)?, &exact)?, 0.0, "{format}");
+        let outside = embed.forward(&Tensor::new(&[1u32, 50], &dev)?).unwrap_err();
+        assert!(outside.to_string().contains("token id 50"), "{outside}");
+        // The head from the file, and one from the same table held in memory.
+        let held = Weights {
+            checkpoint: None,
+            ..weights.clone()
+        };
+        let x = Tensor::randn(0f32, 1.0, (3, 1, hidden), &dev)?;
+        let from_file = embed.tied_head(&m, "embed_tokens", &weights)?.forward(&x)?;
+        let in_memory = Embedding::load(&m, "embed_tokens", (vocab, hidden), &held)?
+            .tied_head(&m, "embed_tokens", &held)?
+            .forward(&x)?;
+        assert_eq!(max_diff(&from_file, &in_memory)?, 0.0, "{format}");
+    }
     Ok(())
 }

@@ -37,7 +37,7 @@ impl MemoryNeed {
         let mut weights = 0f64;
         let mut largest = 0usize;
         let mut embedding = None;
-        // A tied output head is a second copy of the table, in the weights' format.
+        // A tied output head is a copy of the table in the weights' format.
         let tied = !checkpoint
             .tensors()
             .keys()
@@ -49,7 +49,7 @@ impl MemoryNeed {
                 activations.size_in_bytes() as f64
             } else if name.ends_with("embed_tokens.weight") {
                 embedding = Some(n);
-                table_bytes(format, activations, on_cpu, tied)
+                table_bytes(activations, on_cpu)
             } else if format == WeightFormat::Q4K && t.shape[1] % format.block() != 0 {
                 // Such a layer falls back to q8_0 (layers::Proj).
                 weight_bytes(WeightFormat::Q8_0, activations, on_cpu)
@@ -127,17 +127,12 @@ fn weight_bytes(format: WeightFormat, activations: DType, on_cpu: bool) -> f64 {
     }
 }
 
-/// The embedding table on the CPU: f32 beside f32 weights, q8_0 beside quantized ones
-/// unless the output head is the table, bf16 otherwise (layers::Embedding).
-fn table_bytes(format: WeightFormat, activations: DType, on_cpu: bool, tied: bool) -> f64 {
-    match format {
-        WeightFormat::F32 => 4.0,
-        // Quantized beside quantized weights, unless the head is the table (layers::Embedding).
-        _ if on_cpu && format.is_quantized() && !tied => {
-            weight_bytes(WeightFormat::Q8_0, activations, on_cpu)
-        }
-        _ if on_cpu => 2.0,
-        _ => activations.size_in_bytes() as f64,
+/// The embedding table stays in the checkpoint's file on the CPU (layers::Embedding).
+fn table_bytes(activations: DType, on_cpu: bool) -> f64 {
+    if on_cpu {
+        0.0
+    } else {
+        activations.size_in_bytes() as f64
     }
 }
 

@@ -120,12 +120,13 @@ impl Engine {
             };
             need.check(available, format, place)?;
         }
-        let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
         let weights = crate::candle::weights::Weights {
             format,
             stored: checkpoint_dtype,
+            checkpoint: device.is_cpu().then(|| checkpoint.clone()),
         };
-        let model = config.load(vb, &arch.tensors, weights)?;
+        let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
+        let model = config.load(vb, &arch.tensors, &weights)?;
         let encoder = PromptEncoder::load(files)?;
         let limits = BatchLimits {
             max_rows: default_row_cap(&device),

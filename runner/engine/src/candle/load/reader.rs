@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Deserialize)]
 struct Entry {
@@ -35,10 +36,21 @@ impl TensorInfo {
     }
 }
 
-/// The tensors of a model's safetensors files.
+/// The tensors of a model's safetensors files; a clone shares the open files.
+#[derive(Clone)]
 pub struct Checkpoint {
-    files: Vec<(PathBuf, File)>,
-    tensors: BTreeMap<String, TensorInfo>,
+    files: Arc<[(PathBuf, File)]>,
+    tensors: Arc<BTreeMap<String, TensorInfo>>,
+}
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let paths: Vec<&Path> = self.files.iter().map(|(p, _)| p.as_path()).collect();
+        f.debug_struct("Checkpoint")
+            .field("files", &paths)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
 }
 
 fn bad(path: &Path, message: String) -> EngineError {
@@ -118,7 +130,10 @@ impl Checkpoint {
             }
             files.push((path.clone(), file));
         }
-        Ok(Checkpoint { files, tensors })
+        Ok(Checkpoint {
+            files: files.into(),
+            tensors: Arc::new(tensors),
+        })
     }
 
     pub fn tensors(&self) -> &BTreeMap<String, TensorInfo> {
@@ -135,6 +150,23 @@ impl Checkpoint {
             .into_values()
             .max_by_key(|(n, _)| *n)
             .map_or(DType::F32, |(_, d)| d)
+    }
+
+    /// The rows of the 2-D tensor `name`, left on disk to be read when looked up.
+    pub fn rows(&self, name: &str) -> Option<StoredRows> {
+        let t = self.tensors.get(name)?;
+        let [rows, width] = t.shape[..] else {
+            return None;
+        };
+        Some(StoredRows {
+            checkpoint: self.clone(),
+            name: name.to_string(),
+            file: t.file,
+            start: t.start,
+            dtype: t.dtype,
+            rows,
+            width,
+        })
     }
 
     /// One tensor, read from disk into memory of its stored dtype on the CPU.
@@ -166,6 +198,73 @@ impl Checkpoint {
                 Tensor::from_vec(v, t.shape.clone(), &Device::Cpu)
             }
         }
+    }
+}
+
+/// A table whose rows stay in the checkpoint's file and are read as they are looked
+/// up (an embedding table: a prompt touches a few thousand of its rows, and a 7B
+/// model's table is 1.1 GB in bf16). Positioned reads go through the page cache, so
+/// rows read often cost a copy, not a disk access, and count in no process's memory.
+#[derive(Debug, Clone)]
+pub struct StoredRows {
+    checkpoint: Checkpoint,
+    name: String,
+    file: usize,
+    start: u64,
+    dtype: DType,
+    rows: usize,
+    width: usize,
+}
+
+impl StoredRows {
+    /// (rows, width).
+    pub fn dims(&self) -> (usize, usize) {
+        (self.rows, self.width)
+    }
+
+    /// The dtype the rows are stored in.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Rows `ids`, in order, as (ids.len(), width) in the stored dtype on the CPU. Each
+    /// distinct row is read once: a prompt repeats its tokens.
+    pub fn gather(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
+        match self.dtype {
+            DType::F32 => self.gather_as::<f32>(ids),
+            DType::BF16 => self.gather_as::<half::bf16>(ids),
+            _ => self.gather_as::<half::f16>(ids),
+        }
+    }
+
+    fn gather_as<T: candle_core::WithDType>(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
+        let mut distinct = ids.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if let Some(&id) = distinct.last().filter(|&&id| id as usize >= self.rows) {
+            candle_core::bail!(
+                "token id {id} is outside {}, which has {} rows",
+                self.name,
+                self.rows
+            );
+        }
+        let (path, file) = &self.checkpoint.files[self.file];
+        let w = self.width;
+        let row_bytes = (w * self.dtype.size_in_bytes()) as u64;
+        let mut read = vec![T::from_f64(0.0); distinct.len() * w];
+        for (&id, row) in distinct.iter().zip(read.chunks_mut(w)) {
+            file.read_exact_at(as_bytes(row), self.start + id as u64 * row_bytes)
+                .map_err(|e| {
+                    candle_core::Error::Msg(format!("{}: {}: {e}", path.display(), self.name))
+                })?;
+        }
+        let mut out = Vec::with_capacity(ids.len() * w);
+        for id in ids {
+            // Present: `distinct` holds every id.
+            let at = distinct.binary_search(id).unwrap_or_default();
+            out.extend_from_slice(&read[at * w..(at + 1) * w]);
+        }
+        Tensor::from_vec(out, (ids.len(), w), &Device::Cpu)
     }
 }
 

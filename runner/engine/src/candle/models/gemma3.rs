@@ -123,7 +123,7 @@ impl ModelConfig for Config {
         &self,
         vb: VarBuilder,
         names: &TensorNames,
-        weights: Weights,
+        weights: &Weights,
     ) -> Result<Box<dyn CausalLm>> {
         Ok(Box::new(Gemma3::load(vb, self, names, weights)?))
     }
@@ -164,7 +164,7 @@ impl Attention {
         vb: VarBuilder,
         c: &Config,
         layer: usize,
-        (names, weights): (&TensorNames, Weights),
+        (names, weights): (&TensorNames, &Weights),
     ) -> Result<Self> {
         let d = c.head_dim;
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
@@ -234,7 +234,12 @@ pub struct Gemma3 {
 }
 
 impl Gemma3 {
-    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
+    pub fn load(
+        vb: VarBuilder,
+        c: &Config,
+        names: &TensorNames,
+        weights: &Weights,
+    ) -> Result<Self> {
         if c.attn_logit_softcapping.is_some() {
             candle_core::bail!("gemma3: attention logit soft-capping is not supported")
         }
@@ -245,7 +250,7 @@ impl Gemma3 {
         };
         let h = c.hidden_size;
         let head_tied = !vb.contains_tensor("lm_head.weight");
-        let embed = Embedding::load(m.pp("embed_tokens"), (c.vocab_size, h), weights, head_tied)?;
+        let embed = Embedding::load(&m, "embed_tokens", (c.vocab_size, h), weights)?;
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = m.pp("layers").pp(i);
@@ -276,7 +281,7 @@ impl Gemma3 {
             .collect::<Result<Vec<_>>>()?;
         let norm = Norm::load(m.pp("norm"), h, c.rms_norm_eps)?;
         let head = if head_tied {
-            Proj::from_weight(embed.table()?, weights)?
+            embed.tied_head(&m, "embed_tokens", weights)?
         } else {
             Proj::load(&vb, &[("lm_head", c.vocab_size)], h, false, weights)?
         };

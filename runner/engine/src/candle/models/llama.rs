@@ -88,7 +88,7 @@ impl ModelConfig for Config {
         &self,
         vb: VarBuilder,
         names: &TensorNames,
-        weights: Weights,
+        weights: &Weights,
     ) -> Result<Box<dyn CausalLm>> {
         Ok(Box::new(Llama::load(vb, self, names, weights)?))
     }
@@ -159,7 +159,7 @@ struct Attention {
 }
 
 impl Attention {
-    fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
+    fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: &Weights) -> Result<Self> {
         let d = c.head_dim();
         let (h, kv) = (c.num_attention_heads, c.num_key_value_heads);
         let qkv_bias = c.attention_bias || c.qkv_bias;
@@ -223,14 +223,14 @@ pub struct Llama {
 }
 
 impl Llama {
-    pub fn load(vb: VarBuilder, c: &Config, names: &TensorNames, weights: Weights) -> Result<Self> {
+    pub fn load(
+        vb: VarBuilder,
+        c: &Config,
+        names: &TensorNames,
+        weights: &Weights,
+    ) -> Result<Self> {
         let m = vb.pp("model");
-        let embed = Embedding::load(
-            m.pp("embed_tokens"),
-            (c.vocab_size, c.hidden_size),
-            weights,
-            c.tie_word_embeddings,
-        )?;
+        let embed = Embedding::load(&m, "embed_tokens", (c.vocab_size, c.hidden_size), weights)?;
         let blocks = (0..c.num_hidden_layers)
             .map(|i| {
                 let b = m.pp("layers").pp(i);
@@ -259,7 +259,7 @@ impl Llama {
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(m.pp("norm"), c.hidden_size, c.rms_norm_eps)?;
         let head = if c.tie_word_embeddings {
-            Proj::from_weight(embed.table()?, weights)?
+            embed.tied_head(&m, "embed_tokens", weights)?
         } else {
             Proj::load(
                 &vb,

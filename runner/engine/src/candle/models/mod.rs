@@ -54,7 +54,7 @@ pub trait ModelConfig {
         &self,
         vb: VarBuilder,
         names: &TensorNames,
-        weights: crate::candle::weights::Weights,
+        weights: &crate::candle::weights::Weights,
     ) -> candle_core::Result<Box<dyn CausalLm>>;
 }
 

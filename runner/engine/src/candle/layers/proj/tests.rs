@@ -26,9 +26,10 @@ fn a_quantized_row_has_the_same_bits_alone_as_among_other_rows() {
         for format in [WeightFormat::Q8_0, WeightFormat::Q4K] {
             let layer = Proj::from_weight(
                 &w,
-                Weights {
+                &Weights {
                     format,
                     stored: DType::F32,
+                    checkpoint: None,
                 },
             )
             .unwrap();
@@ -70,9 +71,10 @@ fn quantized_products_are_close_to_the_f32_product() {
     for (format, tolerance) in [(WeightFormat::Q8_0, 0.02), (WeightFormat::Q4K, 0.15)] {
         let got = Proj::from_weight(
             &w,
-            Weights {
+            &Weights {
                 format,
                 stored: DType::F32,
+                checkpoint: None,
             },
         )
         .unwrap()
@@ -98,9 +100,10 @@ fn a_layer_too_narrow_for_any_block_is_refused_with_the_way_out() {
     let w = Tensor::zeros((8, 48), DType::F32, &Device::Cpu).unwrap();
     let err = Proj::from_weight(
         &w,
-        Weights {
+        &Weights {
             format: WeightFormat::Q8_0,
             stored: DType::F32,
+            checkpoint: None,
         },
     )
     .unwrap_err()

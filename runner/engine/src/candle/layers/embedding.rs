@@ -1,0 +1,99 @@
+//! The token embedding table. On the CPU its rows stay in the checkpoint's file and
+//! are read as tokens look them up, in the dtype they are stored in: a prompt touches
+//! a few thousand of a table's rows, and a 7B model's table is 1.1 GB in bf16. A
+//! quantized model's lookups are then exact too, which matters more than the table's
+//! size suggests: every position's input is a looked-up row, and q8_0 rows were what
+//! most often turned a greedy choice (docs/engine.md, weight formats).
+
+use crate::candle::layers::Proj;
+use crate::candle::load::reader::StoredRows;
+use crate::candle::weights::{WeightFormat, Weights};
+use candle_core::{DType, Result, Tensor};
+use candle_nn::VarBuilder;
+
+#[derive(Debug, Clone)]
+pub struct Embedding {
+    table: Table,
+    /// The activations' dtype, that looked-up rows are widened to.
+    dtype: DType,
+}
+
+#[derive(Debug, Clone)]
+enum Table {
+    /// Held in memory: on a GPU, and for weights that come from no checkpoint file.
+    Held(Tensor),
+    /// Read from the checkpoint on the CPU.
+    Stored(StoredRows),
+}
+
+impl Embedding {
+    /// The table `vb`/`name`/weight of `(vocab, hidden)`.
+    pub fn load(
+        vb: &VarBuilder,
+        name: &str,
+        (vocab, hidden): (usize, usize),
+        weights: &Weights,
+    ) -> Result<Self> {
+        let vb = vb.pp(name);
+        let name = format!("{}.weight", vb.prefix());
+        let stored = weights
+            .checkpoint
+            .as_ref()
+            .filter(|_| vb.device().is_cpu())
+            .and_then(|c| c.rows(&name));
+        let table = match stored {
+            Some(rows) if rows.dims() == (vocab, hidden) => Table::Stored(rows),
+            Some(rows) => candle_core::bail!(
+                "shape mismatch for {name}: expected ({vocab}, {hidden}), found {:?}",
+                rows.dims()
+            ),
+            None => {
+                let keep = match weights.format {
+                    WeightFormat::F32 => DType::F32,
+                    _ if vb.device().is_cpu() => DType::BF16,
+                    _ => vb.dtype(),
+                };
+                Table::Held(vb.get_with_hints_dtype(
+                    (vocab, hidden),
+                    "weight",
+                    Default::default(),
+                    keep,
+                )?)
+            }
+        };
+        Ok(Embedding {
+            table,
+            dtype: vb.dtype(),
+        })
+    }
+
+    /// The output head when it is this table (tied embeddings), from the `vb` and
+    /// `name` the table was loaded from. On a GPU the head shares the table's memory;
+    /// on the CPU it is packed or quantized from the checkpoint like any other layer.
+    pub fn tied_head(&self, vb: &VarBuilder, name: &str, weights: &Weights) -> Result<Proj> {
+        match &self.table {
+            Table::Held(t) => Proj::from_weight(t, weights),
+            Table::Stored(rows) => {
+                let (vocab, hidden) = rows.dims();
+                Proj::load(vb, &[(name, vocab)], hidden, false, weights)
+            }
+        }
+    }
+
+    /// Token ids (..) -> (.., hidden) in the activations' dtype.
+    pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        let mut dims = ids.dims().to_vec();
+        let rows = match &self.table {
+            Table::Held(t) => {
+                dims.push(t.dim(1)?);
+                t.index_select(&ids.flatten_all()?, 0)?
+            }
+            Table::Stored(rows) => {
+                dims.push(rows.dims().1);
+                let ids = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
+                rows.gather(&ids)?
+            }
+        };
+        rows.reshape(dims)?.to_dtype(self.dtype)
+    }
+}
