@@ -2,7 +2,7 @@
 """How often the weight formats pick the greedy token the f32 weights pick, position by position.
 
     cargo build --release -p runner
-    python3 scripts/format_agreement.py [--prompts 40] [--new-tokens 64] [--transformers]
+    python3 scripts/format_agreement.py [--prompts 100] [--new-tokens 128] [--transformers]
 
 For each small fixture (qwen2, llama, gemma3, phi3) and each prompt, the f32 weights'
 greedy continuation is generated, and then fed back to every format with
@@ -74,8 +74,8 @@ def transformers_first(models, tok, prompt):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runner", default="target/release/runner")
-    ap.add_argument("--prompts", type=int, default=40)
-    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--prompts", type=int, default=100)
+    ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--arch", default="qwen2,llama,gemma3,phi3")
     ap.add_argument("--transformers", action="store_true")
     args = ap.parse_args()
