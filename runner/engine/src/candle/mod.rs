@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod chat_template;
+pub mod checkpoint;
 pub mod choice;
 /// Public for the kernel benchmarks (`cargo bench -p runner-engine`), not an interface.
 #[doc(hidden)]

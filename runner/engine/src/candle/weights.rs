@@ -2,7 +2,7 @@
 //! format, another one asked for, or a quantization made at load. It is part of a
 //! model's identity: a run in q8_0 is not the run in bf16.
 
-use crate::candle::load::reader::Checkpoint;
+use crate::candle::checkpoint::Checkpoint;
 use crate::EngineError;
 use candle_core::{DType, Device};
 

@@ -5,8 +5,8 @@
 //! size suggests: every position's input is a looked-up row, and q8_0 rows were what
 //! most often turned a greedy choice (docs/engine.md, weight formats).
 
+use crate::candle::checkpoint::StoredRows;
 use crate::candle::layers::Proj;
-use crate::candle::load::reader::StoredRows;
 use crate::candle::weights::{WeightFormat, Weights};
 use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;

@@ -215,7 +215,7 @@ fn query_chunks_give_the_same_attention_as_one_block() -> Result<()> {
 /// made from the table in memory computes.
 #[test]
 fn embedding_rows_are_read_from_the_checkpoint_exactly_in_every_format() -> Result<()> {
-    use crate::candle::load::reader::Checkpoint;
+    use crate::candle::checkpoint::Checkpoint;
     use crate::candle::weights::WeightFormat;
     let dev = Device::Cpu;
     let (vocab, hidden) = (50, 64);

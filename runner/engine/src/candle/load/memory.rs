@@ -2,7 +2,7 @@
 //! the kernel without a message, minutes in; the sizes are all in the checkpoint's
 //! headers, so the answer is known in a second.
 
-use crate::candle::load::reader::Checkpoint;
+use crate::candle::checkpoint::Checkpoint;
 use crate::candle::weights::WeightFormat;
 use crate::EngineError;
 use candle_core::DType;

@@ -5,12 +5,11 @@
 pub mod encoder;
 pub mod hub;
 pub mod memory;
-pub mod reader;
 
+use crate::candle::checkpoint::Checkpoint;
 use crate::candle::load::encoder::PromptEncoder;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::MemoryNeed;
-use crate::candle::load::reader::Checkpoint;
 use crate::candle::models as registry;
 use crate::candle::runtime::device::{default_row_cap, kv_budget};
 use crate::candle::weights::LoadOptions;
