@@ -1,16 +1,14 @@
 //! `runner generate`, `runner fixture`, `runner models`, `runner bench`: the engine from
 //! the command line.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use runner_engine::bench;
 use runner_engine::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner_engine::bench::sampler::SamplerBench;
 use runner_engine::candle::fixture::{Arch, Size};
-use runner_engine::candle::load::encoder::PromptEncoder;
 use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
-use runner_engine::candle::{select_device, DeviceChoice, Engine, Refill, Scheduler};
-use runner_engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
+use runner_engine::candle::{Refill, Scheduler};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,7 +23,7 @@ pub fn panel(path: Option<&Path>) -> Result<Panel> {
 
 /// A panel name or a local folder in the Hugging Face layout, in the library's one
 /// resolution order (`hub::resolve`).
-fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String)> {
+pub fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String)> {
     let panel = panel(panel_path)?;
     let Some(found) = hub::resolve(model, &panel)? else {
         let names: Vec<&str> = panel.models.keys().map(String::as_str).collect();
@@ -35,122 +33,6 @@ fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String
         );
     };
     Ok((found.files, found.label))
-}
-
-#[derive(Args, Debug)]
-pub struct GenerateArgs {
-    /// Panel name (see `runner models`) or a model folder.
-    #[arg(long)]
-    model: String,
-    #[arg(long)]
-    prompt: String,
-    #[arg(long)]
-    system: Option<String>,
-    /// Highest-logit decoding instead of the protocol's sampling.
-    #[arg(long)]
-    greedy: bool,
-    #[arg(long, default_value_t = 512)]
-    max_new_tokens: usize,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Feed these token ids (comma-separated) after the prompt instead of choosing, and
-    /// print the greedy token at each position (`greedy_at`): compares weight formats
-    /// position by position on the same context.
-    #[arg(long, value_delimiter = ',', num_args = 1..)]
-    teacher_forced: Option<Vec<u32>>,
-    /// auto, cpu or cuda:N
-    #[arg(long, default_value = "auto")]
-    device: String,
-    #[command(flatten)]
-    weights: crate::weights::WeightArgs,
-    /// A model panel other than the built-in one.
-    #[arg(long)]
-    panel: Option<PathBuf>,
-}
-
-pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
-    let choice: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
-    let (device, warning) = select_device(choice)?;
-    if let Some(w) = warning {
-        eprintln!("warning: {w}");
-    }
-    let (files, label) = resolve(&args.model, args.panel.as_deref())?;
-    let revision = files.revision.clone();
-    let mut messages = Vec::new();
-    if let Some(s) = args.system {
-        messages.push(Message {
-            role: Role::System,
-            content: s,
-        });
-    }
-    messages.push(Message {
-        role: Role::User,
-        content: args.prompt,
-    });
-    let request = Request {
-        id: RequestId::new("generate"),
-        prompt: Prompt::Chat(messages),
-        seeds: vec![args.seed],
-        max_new_tokens: args
-            .teacher_forced
-            .as_ref()
-            .map_or(args.max_new_tokens, Vec::len),
-        sampling: if args.greedy {
-            Sampling::Greedy
-        } else {
-            Sampling::PROTOCOL
-        },
-    };
-    runner_core::run::limits::check_context(
-        &PromptEncoder::load(&files)?,
-        &files.config,
-        &[&request.prompt],
-        request.max_new_tokens,
-    )?;
-    let mut engine = Engine::load_with(&files, device, &label, args.weights.options())
-        .with_context(|| format!("loading {label}"))?;
-    if let Some(forced) = &args.teacher_forced {
-        return teacher_forced(&engine, &request.prompt, forced, &label);
-    }
-    let samples = engine.generate(std::slice::from_ref(&request))?;
-    let s = samples.first().context("the engine returned no sample")?;
-    let out = json!({
-        "model": label,
-        "revision": revision,
-        "engine": engine.describe(),
-        "seed": s.seed,
-        "prompt_tokens": s.prompt_tokens,
-        "text": s.text,
-        "token_ids": s.token_ids,
-        "finish_reason": s.finish_reason,
-        "timings": s.timings,
-    });
-    println!("{out}");
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `runner generate --teacher-forced`: the greedy token at each forced position.
-fn teacher_forced(
-    engine: &Engine,
-    prompt: &Prompt,
-    forced: &[u32],
-    label: &str,
-) -> Result<ExitCode> {
-    let vocab = engine.vocab_size();
-    if let Some(bad) = forced.iter().find(|&&t| t as usize >= vocab) {
-        bail!("--teacher-forced: token id {bad} is outside the vocabulary of {vocab}");
-    }
-    let ids = engine.encode(prompt)?;
-    let greedy_at = engine.teacher_forced(&ids, forced)?;
-    let out = json!({
-        "model": label,
-        "engine": engine.describe(),
-        "prompt_tokens": ids.len(),
-        "forced": forced,
-        "greedy_at": greedy_at,
-    });
-    println!("{out}");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `--arch`'s values, from the architecture table: the help lists every architecture

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod engine;
+mod generate;
 mod journal;
 mod probe;
 mod progress;
@@ -56,7 +57,7 @@ enum Command {
     /// Render the prompts of the nine representation conditions and four tasks.
     Render(render::RenderArgs),
     /// Decode one chat prompt and print the sample as JSON.
-    Generate(engine::GenerateArgs),
+    Generate(generate::GenerateArgs),
     /// Write a deterministic random-weight model in the Hugging Face layout.
     Fixture(engine::FixtureArgs),
     /// List the pinned model panel and what the local cache holds.
@@ -115,7 +116,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Probe(cmd) => probe::run(cmd),
         Command::Baseline(args) => score::baseline(args),
         Command::Render(args) => render::run(args),
-        Command::Generate(args) => engine::generate(args),
+        Command::Generate(args) => generate::generate(args),
         Command::Fixture(args) => engine::fixture(args),
         Command::Models(args) => engine::models(args),
         Command::Bench(args) => engine::bench(args),

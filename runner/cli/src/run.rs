@@ -77,6 +77,10 @@ pub struct RunArgs {
     /// Sequences decoded together (default: the engine's).
     #[arg(long)]
     pub max_batch: Option<usize>,
+    /// A Jinja chat template for the model in place of its own (a base model has none,
+    /// and then runs its prompts as plain text after the tokenizer's BOS).
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
     /// A model panel other than the built-in one.
     #[arg(long)]
     pub panel: Option<PathBuf>,
@@ -198,6 +202,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
                     load: args.weights.options(),
                     max_batch: args.max_batch,
                     panel: &panel,
+                    chat_template: args.chat_template.clone(),
                 },
             )
             .with_context(|| format!("loading {model_name}"))?,
@@ -205,7 +210,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
             None,
         ),
     };
-    if let Some(w) = &loaded.warning {
+    for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
     let run_name = args.run.clone().unwrap_or_else(|| match args.shard {

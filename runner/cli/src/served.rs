@@ -159,7 +159,7 @@ pub fn load(
             backend: Box::new(backend),
             label,
             identity,
-            warning,
+            warnings: warning.into_iter().collect(),
         },
         traffic,
         watch,

@@ -99,6 +99,7 @@ pub fn smoke(
             load: Default::default(),
             max_batch: None,
             panel,
+            chat_template: None,
         };
         let loaded = model::load(&model, &workload, &options)?;
         let dir = folder::run_dir(&opts.out, &loaded.label, RUN, false);

@@ -33,6 +33,30 @@ fn bytes(p: &Prompt) -> usize {
     }
 }
 
+/// What the command that checks its prompts offers a user whose prompt is too long:
+/// `run`'s flags or `generate`'s.
+#[derive(Debug, Clone, Copy)]
+pub enum Remedy {
+    Run,
+    Generate,
+}
+
+impl Remedy {
+    fn shorter(self) -> &'static str {
+        match self {
+            Remedy::Run => {
+                "Run fewer prompts (--condition, --limit) or a model with a longer context; a \
+                 fixture from `runner fixture` needs `--suite-vocab 4096` to tokenize the \
+                 suite's prompts at a real model's lengths"
+            }
+            Remedy::Generate => {
+                "Give a shorter --prompt (or --prompt-file) and --system, or a model with a \
+                 longer context"
+            }
+        }
+    }
+}
+
 /// Refuses `max_new_tokens` that do not fit the model's context after the longest of
 /// `prompts` (rendered with the model's chat template).
 pub fn check_context(
@@ -40,6 +64,7 @@ pub fn check_context(
     config: &Path,
     prompts: &[&Prompt],
     max_new_tokens: usize,
+    remedy: Remedy,
 ) -> Result<(), RunError> {
     let Some(context) = context_length(config)? else {
         return Ok(());
@@ -55,10 +80,9 @@ pub fn check_context(
         return Err(RunError::Setup(format!(
             "the longest prompt takes {longest} tokens, and the model has {context} positions \
              (max_position_embeddings in {}): it does not fit the model's context whatever \
-             --max-new-tokens is. Run fewer prompts (--condition, --limit) or a model with a \
-             longer context; a fixture from `runner fixture` needs `--suite-vocab 4096` to \
-             tokenize the suite's prompts at a real model's lengths",
-            config.display()
+             --max-new-tokens is. {}",
+            config.display(),
+            remedy.shorter()
         )));
     }
     if longest.saturating_add(max_new_tokens) > context {

@@ -21,8 +21,8 @@ pub struct Loaded {
     pub identity: Value,
     /// Where it runs (may differ between sessions of one run).
     pub context: Value,
-    /// A warning to show once (the CPU fallback).
-    pub warning: Option<String>,
+    /// Warnings to show once (the CPU fallback, a base model's plain-text prompts).
+    pub warnings: Vec<String>,
 }
 
 pub struct ModelOptions<'a> {
@@ -32,6 +32,8 @@ pub struct ModelOptions<'a> {
     /// Sequences decoded together; the engine's default when `None`.
     pub max_batch: Option<usize>,
     pub panel: &'a Panel,
+    /// A chat template in place of the model's own (`--chat-template`).
+    pub chat_template: Option<std::path::PathBuf>,
 }
 
 /// Resolves `model` for `workload`.
@@ -42,11 +44,11 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
             identity: json!({"kind": "baseline", "name": model}),
             context: json!({"backend": backend.describe()}),
             backend,
-            warning: None,
+            warnings: Vec::new(),
         });
     }
     let Some(hub::Resolved {
-        files,
+        mut files,
         label,
         entry,
     }) = hub::resolve(model, opts.panel)?
@@ -58,6 +60,7 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
             workload.baselines().join(", ")
         )));
     };
+    files.chat_template.clone_from(&opts.chat_template);
     let prompts: Vec<&runner_engine::Prompt> =
         workload.jobs().iter().map(|j| &j.request.prompt).collect();
     let max_new_tokens = workload
@@ -70,8 +73,10 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         &files.config,
         &prompts,
         max_new_tokens.unwrap_or(0),
+        crate::run::limits::Remedy::Run,
     )?;
     let (device, warning) = select_device(opts.device)?;
+    let mut warnings: Vec<String> = warning.into_iter().collect();
     let device_name = runner_engine::candle::runtime::device::name(&device);
     let mut engine = Engine::load_with(&files, device, &label, opts.load)?;
     if let Some(rows) = opts.max_batch {
@@ -81,7 +86,10 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         };
         engine = engine.with_limits(limits);
     }
-    let identity = json!({
+    if engine.template().is_plain() {
+        warnings.push(plain_prompts_note(&label));
+    }
+    let mut identity = json!({
         "kind": "candle",
         "name": label,
         "repo": entry.map(|e| &e.repo),
@@ -97,13 +105,30 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         // resumed with another batch bound is another run.
         "max_batch": opts.max_batch,
     });
+    // Recorded only for base models, so that the identity of every chat run, and with
+    // it the resume of runs made before this key existed, is unchanged.
+    if engine.template().is_plain() {
+        identity["prompt_format"] = json!(PLAIN_PROMPT_FORMAT);
+    }
     Ok(Loaded {
         label,
         identity,
         context: json!({"device": device_name, "backend": engine.describe()}),
         backend: Box::new(engine),
-        warning,
+        warnings,
     })
+}
+
+/// The manifest's and the report's words for a base model's prompts.
+pub const PLAIN_PROMPT_FORMAT: &str =
+    "plain text after the tokenizer's BOS, messages joined by a blank line (no chat template)";
+
+/// What a run of a base model says once on stderr.
+pub fn plain_prompts_note(label: &str) -> String {
+    format!(
+        "{label} has no chat template (a base model): its prompts run as {PLAIN_PROMPT_FORMAT}, \
+         as lm-eval runs base models; --chat-template FILE gives it one"
+    )
 }
 
 fn file_sha256(path: &Path) -> Result<String, RunError> {

@@ -2,7 +2,7 @@
 //! tokenizer, from a panel entry's pinned tokenizer or a model folder, so the server
 //! sees the text the embedded engine would tokenize.
 
-use crate::candle::chat_template::ChatTemplate;
+use crate::candle::chat_template::{self, ChatTemplate};
 use crate::candle::load::hub::{cached_snapshot, hub_cache_dir, offline, Panel};
 use crate::digest::sha256_hex;
 use crate::served::protocol::Payload;
@@ -45,7 +45,8 @@ impl LocalPrompts {
         })?;
         let tokenizer = Tokenizer::from_bytes(&tokenizer_bytes)
             .map_err(|e| EngineError::Tokenizer(format!("{}: {e}", tokenizer_file.display())))?;
-        let template = ChatTemplate::from_tokenizer_config(&dir.join("tokenizer_config.json"))?;
+        let template =
+            chat_template::for_model(&tokenizer, &dir.join("tokenizer_config.json"), None)?;
         // What the server's tokenizer adds around a text: a leading BOS here means the
         // rendered template's own BOS must go.
         let added = tokenizer

@@ -22,10 +22,18 @@ pub mod known {
 
 #[derive(Debug, Clone)]
 pub struct ChatTemplate {
+    /// The Jinja source; empty for a base model's plain text.
     source: String,
+    /// A base model (no chat template anywhere): its prompt runs as plain text after
+    /// what the tokenizer adds in front of a text (its BOS), as lm-eval runs base
+    /// models, and the messages are joined by a blank line.
+    plain: Option<String>,
     bos_token: Option<String>,
     eos_token: Option<String>,
 }
+
+/// How a base model's messages are joined into one text.
+pub const PLAIN_SEPARATOR: &str = "\n\n";
 
 /// The fields of tokenizer_config.json that matter here. Special tokens appear either as
 /// plain strings or as added-token objects with a `content` field.
@@ -72,24 +80,55 @@ impl ChatTemplate {
     ) -> Self {
         ChatTemplate {
             source: source.into(),
+            plain: None,
             bos_token,
             eos_token,
         }
     }
 
-    /// Reads the template from tokenizer_config.json, or from a chat_template.jinja
-    /// beside it (where newer checkpoints keep it).
-    pub fn from_tokenizer_config(path: &Path) -> Result<Self, EngineError> {
-        let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
-            path: path.to_path_buf(),
+    /// Plain text after `prefix` (what the model's tokenizer adds in front of a text):
+    /// how a base model without a chat template is prompted.
+    pub fn plain(prefix: String) -> Self {
+        ChatTemplate {
+            source: String::new(),
+            plain: Some(prefix),
+            bos_token: None,
+            eos_token: None,
+        }
+    }
+
+    /// Whether prompts run as plain text (a base model without a chat template).
+    pub fn is_plain(&self) -> bool {
+        self.plain.is_some()
+    }
+
+    /// The template in `file` (`--chat-template`), with the special tokens of the
+    /// tokenizer_config.json at `tokenizer_config`.
+    pub fn from_file(file: &Path, tokenizer_config: &Path) -> Result<Self, EngineError> {
+        let source = std::fs::read_to_string(file).map_err(|source| EngineError::Io {
+            path: file.to_path_buf(),
             source,
         })?;
-        let config: TokenizerConfig =
-            serde_json::from_str(&text).map_err(|e| EngineError::BadFile {
-                what: "tokenizer config",
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        let config = read_config(tokenizer_config)?;
+        let t = ChatTemplate {
+            source,
+            plain: None,
+            bos_token: config.bos_token.map(TokenField::into_text),
+            eos_token: config.eos_token.map(TokenField::into_text),
+        };
+        // A template that does not compile is refused now, naming its file, not at the
+        // first prompt.
+        let env = Environment::new();
+        env.template_from_str(&t.source).map_err(|e| {
+            EngineError::Template(format!("{}: {}", file.display(), template_error(e)))
+        })?;
+        Ok(t)
+    }
+
+    /// Reads the template from tokenizer_config.json, or from a chat_template.jinja
+    /// beside it (where newer checkpoints keep it). A base model has neither: `None`.
+    pub fn from_tokenizer_config(path: &Path) -> Result<Option<Self>, EngineError> {
+        let config = read_config(path)?;
         let source = match config.chat_template {
             Some(TemplateField::One(s)) => s,
             Some(TemplateField::Named(list)) => list
@@ -104,24 +143,32 @@ impl ChatTemplate {
                 })?,
             None => {
                 let beside = path.with_file_name("chat_template.jinja");
-                std::fs::read_to_string(&beside).map_err(|_| {
-                    EngineError::Template(format!("{} has no chat template", path.display()))
-                })?
+                match std::fs::read_to_string(&beside) {
+                    Ok(s) => s,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(source) => return Err(EngineError::Io { path: beside, source }),
+                }
             }
         };
-        Ok(ChatTemplate {
+        Ok(Some(ChatTemplate {
             source,
+            plain: None,
             bos_token: config.bos_token.map(TokenField::into_text),
             eos_token: config.eos_token.map(TokenField::into_text),
-        })
+        }))
     }
 
     pub fn source(&self) -> &str {
         &self.source
     }
 
-    /// The prompt text for `messages`, ending with the assistant's turn header.
+    /// The prompt text for `messages`, ending with the assistant's turn header (or, for
+    /// a base model, the messages' texts after the tokenizer's BOS).
     pub fn render(&self, messages: &[Message]) -> Result<String, EngineError> {
+        if let Some(prefix) = &self.plain {
+            let texts: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+            return Ok(format!("{prefix}{}", texts.join(PLAIN_SEPARATOR)));
+        }
         let mut env = Environment::new();
         let syntax = SyntaxConfig::builder()
             .trim_blocks(true)
@@ -161,6 +208,46 @@ impl ChatTemplate {
             })
             .map_err(template_error)
     }
+}
+
+/// A model's template: `chosen` (`--chat-template`) if given, else its own from
+/// `tokenizer_config`, else (a base model) plain text after what `tokenizer` puts in
+/// front of a text.
+pub fn for_model(
+    tokenizer: &tokenizers::Tokenizer,
+    tokenizer_config: &Path,
+    chosen: Option<&Path>,
+) -> Result<ChatTemplate, EngineError> {
+    if let Some(file) = chosen {
+        return ChatTemplate::from_file(file, tokenizer_config);
+    }
+    if let Some(t) = ChatTemplate::from_tokenizer_config(tokenizer_config)? {
+        return Ok(t);
+    }
+    let marked = tokenizer
+        .encode("x", true)
+        .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+    let lead = marked
+        .get_special_tokens_mask()
+        .iter()
+        .take_while(|&&special| special == 1)
+        .count();
+    let prefix = tokenizer
+        .decode(&marked.get_ids()[..lead], false)
+        .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
+    Ok(ChatTemplate::plain(prefix))
+}
+
+fn read_config(path: &Path) -> Result<TokenizerConfig, EngineError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| EngineError::BadFile {
+        what: "tokenizer config",
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
 }
 
 fn template_error(e: Error) -> EngineError {

@@ -2,7 +2,7 @@
 //! in a moment without the weights, so a run checks its prompts against the model's
 //! context before spending minutes loading a model that cannot take them.
 
-use crate::candle::chat_template::ChatTemplate;
+use crate::candle::chat_template::{self, ChatTemplate};
 use crate::candle::load::hub::ModelFiles;
 use crate::{EngineError, Prompt};
 use tokenizers::Tokenizer;
@@ -16,7 +16,11 @@ impl PromptEncoder {
     pub fn load(files: &ModelFiles) -> Result<Self, EngineError> {
         let tokenizer = Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| EngineError::Tokenizer(e.to_string()))?;
-        let template = ChatTemplate::from_tokenizer_config(&files.tokenizer_config)?;
+        let template = chat_template::for_model(
+            &tokenizer,
+            &files.tokenizer_config,
+            files.chat_template.as_deref(),
+        )?;
         Ok(PromptEncoder {
             tokenizer,
             template,

@@ -91,6 +91,8 @@ pub struct ModelFiles {
     pub weights: Vec<PathBuf>,
     /// The commit the files belong to; None for a local folder.
     pub revision: Option<String>,
+    /// A chat template chosen for the model (`--chat-template`), in place of its own.
+    pub chat_template: Option<PathBuf>,
 }
 
 impl ModelFiles {
@@ -122,6 +124,7 @@ impl ModelFiles {
             tokenizer_config: need("tokenizer_config.json")?,
             weights,
             revision: None,
+            chat_template: None,
         })
     }
 

@@ -104,11 +104,15 @@ impl Engine {
             path: files.config.clone(),
             source,
         })?;
-        let config = (arch.parse)(&text).map_err(|message| EngineError::BadFile {
+        let bad_config = |message| EngineError::BadFile {
             what: "model config",
             path: files.config.clone(),
             message,
-        })?;
+        };
+        let mut value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad_config(e.to_string()))?;
+        registry::hf_config::classic_keys(&mut value).map_err(bad_config)?;
+        let config = (arch.parse)(&value.to_string()).map_err(bad_config)?;
         let kv_elems = config.kv_values_per_token();
         let need = MemoryNeed::estimate(&checkpoint, format, dtype, kv_elems, device.is_cpu());
         if let Some(available) = available_bytes(&device) {

@@ -5,6 +5,7 @@
 
 pub mod configs;
 pub mod gemma3;
+pub mod hf_config;
 pub mod llama;
 
 use crate::candle::chat_template::known;
