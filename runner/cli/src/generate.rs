@@ -17,7 +17,11 @@ pub struct GenerateArgs {
     #[arg(long)]
     model: String,
     /// The user's message.
-    #[arg(long, required_unless_present = "prompt_file", conflicts_with = "prompt_file")]
+    #[arg(
+        long,
+        required_unless_present = "prompt_file",
+        conflicts_with = "prompt_file"
+    )]
     prompt: Option<String>,
     /// The user's message from a file, byte for byte (a shell's "$(cat FILE)" drops the
     /// final newlines).

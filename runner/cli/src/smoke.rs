@@ -6,6 +6,7 @@
 use super::progress::Bar;
 use anyhow::{bail, Result};
 use clap::Args;
+use creg::render::{Condition, Task};
 use creg::smoke::{SmokeObserver, SmokeOptions};
 use runner_core::journal::Recovered;
 use runner_core::run::{Observer, Outcome, Running, Workload};
@@ -20,20 +21,61 @@ pub struct SmokeArgs {
     /// Scenarios per regime.
     #[arg(long, default_value_t = 1)]
     limit: usize,
-    /// New tokens per fixture sample (the protocol's 512 would only make the smoke slow).
-    #[arg(long, default_value_t = 16)]
-    max_new_tokens: usize,
+    /// New tokens per sample (the protocol's 512 would only make the smoke slow):
+    /// 16 for the fixture, 128 for a --model, enough for a real model's answer to end
+    /// at its end-of-turn token.
+    #[arg(long)]
+    max_new_tokens: Option<usize>,
     /// The fixture model's architecture.
     #[arg(long, default_value = "qwen2", value_parser = super::engine::arch_names())]
     arch: String,
+    /// A model folder in the Hugging Face layout (a real checkpoint, such as those
+    /// scripts/real-models writes) to run in place of the fixture.
+    #[arg(long, value_name = "FOLDER")]
+    model: Option<PathBuf>,
+    /// The conditions to run, comma-separated (default: the four principal ones).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    condition: Option<Vec<String>>,
+    /// The tasks to run, comma-separated (default: all four).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    tasks: Option<Vec<String>>,
 }
 
 pub fn smoke(args: SmokeArgs) -> Result<ExitCode> {
+    if let Some(dir) = &args.model {
+        if !dir.join("config.json").is_file() {
+            bail!(
+                "smoke --model {}: not a model folder (no config.json there)",
+                dir.display()
+            );
+        }
+    }
+    let tasks = match &args.tasks {
+        None => Task::ALL.to_vec(),
+        Some(names) => names
+            .iter()
+            .map(|n| n.parse::<Task>().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?,
+    };
+    let conditions = match &args.condition {
+        None => Condition::ALL
+            .into_iter()
+            .filter(|c| c.is_principal())
+            .collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| n.parse::<Condition>().map_err(anyhow::Error::msg))
+            .collect::<Result<_>>()?,
+    };
+    let default_tokens = if args.model.is_some() { 128 } else { 16 };
     let opts = SmokeOptions {
         out: args.out,
         limit: args.limit,
-        max_new_tokens: args.max_new_tokens,
+        max_new_tokens: args.max_new_tokens.unwrap_or(default_tokens),
         arch: args.arch.parse().map_err(anyhow::Error::msg)?,
+        model: args.model,
+        conditions,
+        tasks,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let panel = super::engine::panel(None)?;

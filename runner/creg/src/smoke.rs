@@ -37,6 +37,12 @@ pub struct SmokeOptions {
     /// New tokens per fixture sample.
     pub max_new_tokens: usize,
     pub arch: Arch,
+    /// A model folder (a real checkpoint) to run instead of the fixture.
+    pub model: Option<PathBuf>,
+    /// The conditions and tasks to run (the four principal conditions and all four
+    /// tasks by default; a real model's prompts cost seconds each on a CPU).
+    pub conditions: Vec<Condition>,
+    pub tasks: Vec<Task>,
     /// The command line, for the manifests.
     pub command: String,
 }
@@ -62,8 +68,11 @@ pub fn smoke(
     observer: &mut dyn SmokeObserver,
 ) -> Result<SmokeReport, RunError> {
     let name = opts.arch.row().name;
-    let model_dir = opts.out.join("models").join(format!("fixture-{name}-tiny"));
-    if !model_dir.join("model.safetensors").is_file() {
+    let model_dir = match &opts.model {
+        Some(dir) => dir.clone(),
+        None => opts.out.join("models").join(format!("fixture-{name}-tiny")),
+    };
+    if opts.model.is_none() && !model_dir.join("model.safetensors").is_file() {
         write_fixture_with(
             opts.arch,
             Size::Tiny,
@@ -79,11 +88,8 @@ pub fn smoke(
     }
     let (suite, sha) = load_suite(None)?;
     let spec = PlanSpec {
-        conditions: Condition::ALL
-            .into_iter()
-            .filter(|c| c.is_principal())
-            .collect(),
-        tasks: Task::ALL.to_vec(),
+        conditions: opts.conditions.clone(),
+        tasks: opts.tasks.clone(),
         seeds: PROTOCOL_SEEDS.to_vec(),
         limit_per_regime: Some(opts.limit),
         shard: None,

@@ -146,7 +146,12 @@ impl ChatTemplate {
                 match std::fs::read_to_string(&beside) {
                     Ok(s) => s,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(source) => return Err(EngineError::Io { path: beside, source }),
+                    Err(source) => {
+                        return Err(EngineError::Io {
+                            path: beside,
+                            source,
+                        })
+                    }
                 }
             }
         };

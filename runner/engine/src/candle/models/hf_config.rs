@@ -153,8 +153,9 @@ mod tests {
 
     #[test]
     fn a_single_default_rope_becomes_rope_theta_without_scaling() {
-        let v = classic(json!({"rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}))
-            .unwrap();
+        let v =
+            classic(json!({"rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}))
+                .unwrap();
         assert_eq!(v["rope_theta"], json!(100000.0));
         assert!(v.get("rope_scaling").is_none());
     }
@@ -185,7 +186,10 @@ mod tests {
         let t = &v["text_config"];
         assert_eq!(t["rope_theta"], json!(1000000.0));
         assert_eq!(t["rope_local_base_freq"], json!(10000.0));
-        assert_eq!(t["rope_scaling"], json!({"rope_type": "linear", "factor": 8.0}));
+        assert_eq!(
+            t["rope_scaling"],
+            json!({"rope_type": "linear", "factor": 8.0})
+        );
         assert_eq!(t["sliding_window_pattern"], json!(6));
     }
 
@@ -194,20 +198,33 @@ mod tests {
         let err = classic(json!({"rope_theta": 10000.0,
             "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}}))
         .unwrap_err();
-        assert!(err.contains("rope_parameters.rope_theta (500000) disagrees with rope_theta (10000)"), "{err}");
-        let same = classic(json!({"rope_theta": 500000.0, "rope_scaling": {"type": "linear", "factor": 2.0},
-            "rope_parameters": {"rope_theta": 500000.0, "rope_type": "linear", "factor": 2.0}}));
+        assert!(
+            err.contains("rope_parameters.rope_theta (500000) disagrees with rope_theta (10000)"),
+            "{err}"
+        );
+        let same = classic(
+            json!({"rope_theta": 500000.0, "rope_scaling": {"type": "linear", "factor": 2.0},
+            "rope_parameters": {"rope_theta": 500000.0, "rope_type": "linear", "factor": 2.0}}),
+        );
         assert!(same.is_ok(), "{same:?}");
     }
 
     #[test]
     fn bad_values_name_the_field() {
         let err = classic(json!({"rope_parameters": {"rope_theta": "x"}})).unwrap_err();
-        assert!(err.contains("rope_parameters.rope_theta is not a positive number"), "{err}");
-        let err = classic(json!({"rope_parameters": {"full_attention": {"rope_theta": 1.0},
-            "chunked_attention": {}}}))
+        assert!(
+            err.contains("rope_parameters.rope_theta is not a positive number"),
+            "{err}"
+        );
+        let err = classic(
+            json!({"rope_parameters": {"full_attention": {"rope_theta": 1.0},
+            "chunked_attention": {}}}),
+        )
         .unwrap_err();
-        assert!(err.contains("rope_parameters.chunked_attention: unknown layer type"), "{err}");
+        assert!(
+            err.contains("rope_parameters.chunked_attention: unknown layer type"),
+            "{err}"
+        );
         let err = classic(json!({"rope_parameters": {
             "sliding_attention": {"rope_theta": 1.0, "rope_type": "linear", "factor": 2.0}}}))
         .unwrap_err();

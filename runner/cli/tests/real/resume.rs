@@ -1,0 +1,78 @@
+//! A run of a real checkpoint killed (SIGKILL) after its first journaled samples and
+//! resumed ends with exactly the journal of an uninterrupted run: same samples, same
+//! texts and tokens, none twice.
+
+use crate::{real, runner_exe, scratch, SMOLLM2};
+use runner_core::journal::{read_records, JOURNAL_FILE};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Outputs = BTreeMap<(String, u64), (String, usize, String)>;
+
+fn args(model: &Path, out: &Path) -> Vec<String> {
+    // The action task's prompts of one scenario per regime (7), one seed, two rows at a
+    // time, so that samples reach the journal one batch at a time.
+    [
+        "--model", &model.display().to_string(), "--condition", "full_graph", "--tasks",
+        "action", "--limit", "1", "--seeds", "42", "--max-new-tokens", "48", "--max-batch",
+        "2", "--device", "cpu", "--quiet", "--out", &out.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn journal(out: &Path) -> std::path::PathBuf {
+    out.join(SMOLLM2).join("creg-v1.0").join(JOURNAL_FILE)
+}
+
+fn outputs(out: &Path) -> Outputs {
+    let rec = read_records(&journal(out), false).unwrap();
+    assert_eq!(rec.duplicates, 0, "no sample journaled twice");
+    rec.records
+        .iter()
+        .map(|r| (r.key(), (r.text.clone(), r.tokens, format!("{:?}", r.finish_reason))))
+        .collect()
+}
+
+fn lines(out: &Path) -> usize {
+    std::fs::read_to_string(journal(out)).map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn a_killed_run_of_smollm2_resumes_to_the_uninterrupted_journal() {
+    let Some(model) = real(SMOLLM2) else { return };
+    let whole = scratch("resume-whole");
+    let o = Command::new(runner_exe()).args(args(&model, &whole)).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = outputs(&whole);
+    assert_eq!(want.len(), 7, "one action prompt per regime");
+
+    let cut = scratch("resume-cut");
+    let mut child = Command::new(runner_exe())
+        .args(args(&model, &cut))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while lines(&cut) == 0 && start.elapsed() < Duration::from_secs(600) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let at_kill = lines(&cut);
+    assert!(
+        at_kill > 0 && at_kill < want.len(),
+        "the kill landed mid-run ({at_kill} of {} journaled)",
+        want.len()
+    );
+    let o = Command::new(runner_exe()).args(args(&model, &cut)).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&cut), want.len(), "one line per sample");
+    assert_eq!(outputs(&cut), want, "the same samples, identical outputs");
+}
