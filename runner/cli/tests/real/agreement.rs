@@ -16,16 +16,29 @@ fn prompts() -> usize {
 }
 
 /// Positions agreeing and positions compared, for `model` in a format.
-fn agreement(model: &str, dtype: DTypeChoice, quantization: Option<&str>) -> Option<(usize, usize)> {
+fn agreement(
+    model: &str,
+    dtype: DTypeChoice,
+    quantization: Option<&str>,
+) -> Option<(usize, usize)> {
     let dir = real(model)?;
     let reference = reference(model);
     let engine = load(&dir, dtype, quantization);
     let (mut agree, mut total) = (0, 0);
-    for case in reference.cases.iter().filter(|c| c.task.is_some()).take(prompts()) {
+    for case in reference
+        .cases
+        .iter()
+        .filter(|c| c.task.is_some())
+        .take(prompts())
+    {
         let ids = engine.encode(&case.prompt()).unwrap();
         let greedy_at = engine.teacher_forced(&ids, &case.greedy).unwrap();
         assert_eq!(greedy_at.len(), case.greedy.len());
-        agree += greedy_at.iter().zip(&case.greedy).filter(|(a, b)| a == b).count();
+        agree += greedy_at
+            .iter()
+            .zip(&case.greedy)
+            .filter(|(a, b)| a == b)
+            .count();
         total += case.greedy.len();
     }
     let format = quantization.unwrap_or(match dtype {
@@ -46,7 +59,10 @@ fn at_least(found: Option<(usize, usize)>, floor: f64) {
     if let Some((agree, total)) = found {
         assert!(total > 0);
         let rate = agree as f64 / total as f64;
-        assert!(rate >= floor, "{agree} of {total} ({rate:.4}) is under {floor}");
+        assert!(
+            rate >= floor,
+            "{agree} of {total} ({rate:.4}) is under {floor}"
+        );
     }
 }
 

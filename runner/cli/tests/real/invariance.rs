@@ -15,7 +15,12 @@ type Tokens = BTreeMap<(String, u64), Vec<u32>>;
 fn tokens(samples: &[Sample]) -> Tokens {
     samples
         .iter()
-        .map(|s| ((s.request_id.as_str().to_string(), s.seed), s.token_ids.clone()))
+        .map(|s| {
+            (
+                (s.request_id.as_str().to_string(), s.seed),
+                s.token_ids.clone(),
+            )
+        })
         .collect()
 }
 
@@ -43,14 +48,25 @@ fn protocol_sampling_on_smollm2_does_not_depend_on_the_batch() {
     }
     assert_eq!(alone.len(), 9);
     let distinct: std::collections::BTreeSet<_> = alone.values().collect();
-    println!("{} distinct answers among 9 samples of 3 prompts", distinct.len());
+    println!(
+        "{} distinct answers among 9 samples of 3 prompts",
+        distinct.len()
+    );
     let limits = engine.limits();
     let mut paired = engine.with_limits(BatchLimits {
         max_rows: 2,
         ..limits
     });
-    assert_eq!(tokens(&paired.generate(&requests).unwrap()), alone, "row limit 2");
+    assert_eq!(
+        tokens(&paired.generate(&requests).unwrap()),
+        alone,
+        "row limit 2"
+    );
     let mut all = paired.with_limits(limits);
     let reversed: Vec<Request> = requests.iter().rev().cloned().collect();
-    assert_eq!(tokens(&all.generate(&reversed).unwrap()), alone, "all together, reversed");
+    assert_eq!(
+        tokens(&all.generate(&reversed).unwrap()),
+        alone,
+        "all together, reversed"
+    );
 }

@@ -15,9 +15,25 @@ fn args(model: &Path, out: &Path) -> Vec<String> {
     // The action task's prompts of one scenario per regime (7), one seed, two rows at a
     // time, so that samples reach the journal one batch at a time.
     [
-        "--model", &model.display().to_string(), "--condition", "full_graph", "--tasks",
-        "action", "--limit", "1", "--seeds", "42", "--max-new-tokens", "48", "--max-batch",
-        "2", "--device", "cpu", "--quiet", "--out", &out.display().to_string(),
+        "--model",
+        &model.display().to_string(),
+        "--condition",
+        "full_graph",
+        "--tasks",
+        "action",
+        "--limit",
+        "1",
+        "--seeds",
+        "42",
+        "--max-new-tokens",
+        "48",
+        "--max-batch",
+        "2",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        &out.display().to_string(),
     ]
     .map(String::from)
     .to_vec()
@@ -32,7 +48,12 @@ fn outputs(out: &Path) -> Outputs {
     assert_eq!(rec.duplicates, 0, "no sample journaled twice");
     rec.records
         .iter()
-        .map(|r| (r.key(), (r.text.clone(), r.tokens, format!("{:?}", r.finish_reason))))
+        .map(|r| {
+            (
+                r.key(),
+                (r.text.clone(), r.tokens, format!("{:?}", r.finish_reason)),
+            )
+        })
         .collect()
 }
 
@@ -44,7 +65,10 @@ fn lines(out: &Path) -> usize {
 fn a_killed_run_of_smollm2_resumes_to_the_uninterrupted_journal() {
     let Some(model) = real(SMOLLM2) else { return };
     let whole = scratch("resume-whole");
-    let o = Command::new(runner_exe()).args(args(&model, &whole)).output().unwrap();
+    let o = Command::new(runner_exe())
+        .args(args(&model, &whole))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want = outputs(&whole);
     assert_eq!(want.len(), 7, "one action prompt per regime");
@@ -71,7 +95,10 @@ fn a_killed_run_of_smollm2_resumes_to_the_uninterrupted_journal() {
         "the kill landed mid-run ({at_kill} of {} journaled)",
         want.len()
     );
-    let o = Command::new(runner_exe()).args(args(&model, &cut)).output().unwrap();
+    let o = Command::new(runner_exe())
+        .args(args(&model, &cut))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(lines(&cut), want.len(), "one line per sample");
     assert_eq!(outputs(&cut), want, "the same samples, identical outputs");
