@@ -2,7 +2,7 @@
 //! fed the f32 greedy continuation of a real CREG prompt (transformers' f32 tokens,
 //! which the f32 engine reproduces up to near-ties: parity.rs), and its greedy choice at
 //! every position is compared with f32's. Each real prompt's prefill costs seconds on
-//! two cores, so CI takes the first CREG_REAL_AGREEMENT_PROMPTS (default 6) of the
+//! two cores, so CI takes the first CREG_REAL_AGREEMENT_PROMPTS (default 4) of the
 //! reference's 24; docs/engine.md quotes all 24.
 
 use crate::{load, real, reference, GEMMA3, SMOLLM2};
@@ -12,7 +12,7 @@ fn prompts() -> usize {
     std::env::var("CREG_REAL_AGREEMENT_PROMPTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(6)
+        .unwrap_or(4)
 }
 
 /// Positions agreeing and positions compared, for `model` in a format.

@@ -32,7 +32,7 @@ fn protocol_sampling_on_smollm2_does_not_depend_on_the_batch() {
         .cases
         .iter()
         .filter(|c| c.task.is_some())
-        .take(3)
+        .take(2)
         .map(|c| Request {
             id: RequestId::new(&c.name),
             prompt: c.prompt(),
@@ -46,10 +46,10 @@ fn protocol_sampling_on_smollm2_does_not_depend_on_the_batch() {
     for r in &requests {
         alone.extend(tokens(&engine.generate(std::slice::from_ref(r)).unwrap()));
     }
-    assert_eq!(alone.len(), 9);
+    assert_eq!(alone.len(), 6);
     let distinct: std::collections::BTreeSet<_> = alone.values().collect();
     println!(
-        "{} distinct answers among 9 samples of 3 prompts",
+        "{} distinct answers among 6 samples of 2 prompts",
         distinct.len()
     );
     let limits = engine.limits();
