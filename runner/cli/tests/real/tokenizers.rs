@@ -10,6 +10,7 @@ use creg::render::manifest::render_file;
 use creg::render::{Condition, Renderer, Task};
 use runner_engine::candle::load::encoder::PromptEncoder;
 use runner_engine::candle::load::hub::ModelFiles;
+use runner_engine::candle::memory_plan::QWEN2_5_LONGEST_PRINCIPAL_PROMPT;
 use runner_engine::digest::sha256_hex;
 use runner_engine::{Message, Prompt, Role};
 use serde::Deserialize;
@@ -118,6 +119,14 @@ fn the_panels_real_tokenizers_encode_every_principal_prompt_as_transformers_does
                     .or_default()
                     .extend(lengths);
             }
+        }
+        if name == "qwen2.5" {
+            let longest = by_condition.values().flatten().max().copied();
+            assert_eq!(
+                longest,
+                Some(QWEN2_5_LONGEST_PRINCIPAL_PROMPT),
+                "the memory plan's principal prompt is Qwen2.5's longest in real tokens"
+            );
         }
         for (c, mut lengths) in by_condition {
             lengths.sort_unstable();

@@ -130,6 +130,12 @@ pub fn bench_row_limit(
     rows
 }
 
+/// The longest prompt of the four principal conditions in Qwen2.5's real tokens, its
+/// chat template included (2,113 on average, 2,419 at the 95th percentile): the panel
+/// model the plan is made for. `tests/real/tokenizers.rs` measures it on the real
+/// tokenizer and holds this figure to it; docs/engine.md tabulates every panel model's.
+pub const QWEN2_5_LONGEST_PRINCIPAL_PROMPT: usize = 2541;
+
 /// The GPU check's workload, as `scripts/gpu-check` runs it on a GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckWorkload {
@@ -154,7 +160,7 @@ impl CheckWorkload {
             mixed_rows: 128,
             mixed_prompt: 640,
             mixed_cap: 512,
-            run_prompt: 4096,
+            run_prompt: QWEN2_5_LONGEST_PRINCIPAL_PROMPT,
             run_new_tokens: 256,
         }
     }
