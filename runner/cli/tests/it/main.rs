@@ -16,6 +16,7 @@ mod engine_parity;
 mod engine_reference;
 mod engine_tokenizer;
 mod first_hour;
+mod hf_conventions;
 mod probe_abstention;
 mod probe_baselines;
 mod probe_cli;
