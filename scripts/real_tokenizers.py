@@ -35,7 +35,7 @@ PANEL = {
     "gemma-3": {"models": ["gemma-3-12b"], "tokenizer": "gemma3", "template": "gemma3.jinja"},
 }
 TASKS = ("belief", "contradiction", "action", "explanation")
-CONDITIONS = ("full_graph", "flat_edge_removed", "canonical_json", "structured_list")
+CONDITIONS = ("full_graph", "graph_without_relations", "canonical_json", "structured_list")
 
 
 def main():
