@@ -172,6 +172,12 @@ fn a_base_model_runs_plain_text_after_its_bos_and_says_so() {
         text.contains("plain text after the tokenizer's BOS"),
         "{text}"
     );
+    let summary =
+        std::fs::read_to_string(out.join(label).join("creg-v1.0").join("summary.md")).unwrap();
+    assert!(
+        summary.contains("prompts plain text after the tokenizer's BOS"),
+        "the report says so too"
+    );
 
     let bad = dir.join("bad.jinja");
     std::fs::write(&bad, "{% for m in messages %}").unwrap();

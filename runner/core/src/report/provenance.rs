@@ -136,6 +136,7 @@ impl Provenance {
                 ("revision", id("/model/revision")),
                 ("dtype", id("/model/dtype")),
                 ("weights", id("/model/weights")),
+                ("prompts", id("/model/prompt_format")),
                 ("runner", id("/runner_version")),
                 ("sampling", id("/decoding/sampling")),
                 ("max new tokens", id("/decoding/max_new_tokens")),
