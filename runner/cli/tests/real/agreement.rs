@@ -3,7 +3,7 @@
 //! which the f32 engine reproduces up to near-ties: parity.rs), and its greedy choice at
 //! every position is compared with f32's. Each real prompt's prefill costs seconds on
 //! two cores, so CI takes the first CREG_REAL_AGREEMENT_PROMPTS (default 4) of the
-//! reference's 24; docs/engine.md quotes all 24.
+//! reference's 24 (docs/real-models.md quotes what CI measures).
 
 use crate::{load, real, reference, GEMMA3, SMOLLM2};
 use runner_engine::candle::weights::DTypeChoice;
@@ -52,8 +52,8 @@ fn agreement(
     Some((agree, total))
 }
 
-/// At least `floor` of the positions agree. The floors sit below what was measured on
-/// all 24 prompts (docs/engine.md) by a margin for the smaller CI sample.
+/// At least `floor` of the positions agree. The floors sit below what was measured
+/// (docs/real-models.md) by a margin for a sample of a few hundred positions.
 #[track_caller]
 fn at_least(found: Option<(usize, usize)>, floor: f64) {
     if let Some((agree, total)) = found {
