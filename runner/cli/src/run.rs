@@ -74,8 +74,8 @@ pub struct RunArgs {
     /// New tokens per sample; the protocol's 512 unless a smoke run asks for fewer.
     #[arg(long, default_value_t = PROTOCOL_MAX_NEW_TOKENS)]
     pub max_new_tokens: usize,
-    /// Sequences decoded together (default: the engine's).
-    #[arg(long)]
+    /// Sequences decoded together (default: the engine's); at least 1.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_batch: Option<usize>,
     /// A Jinja chat template for the model in place of its own (a base model has none,
     /// and then runs its prompts as plain text after the tokenizer's BOS).
@@ -360,6 +360,16 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
             print!("{summary}");
             eprintln!("combined reports in {}", out.display());
         }
+        Event::ScoresDiffer {
+            dir,
+            samples,
+            first: (request, seed),
+        } => eprintln!(
+            "warning: {}: {samples} samples carry stored scores that differ from the scores \
+             of their answers (first: request {request} seed {seed}); the journal was edited \
+             or written by another scorer. The reports use the recomputed scores",
+            dir.display()
+        ),
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -28,6 +28,25 @@ pub fn text_without_bom(text: &str) -> &str {
     text.strip_prefix(BOM).unwrap_or(text)
 }
 
+/// The longest id a suite file may give, in bytes. Ids name request ids, journal lines
+/// and report rows: a 10 MB id was read, rendered and journaled in full, costing
+/// minutes and gigabytes, where a refusal costs nothing.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Deserializes an id, refusing one longer than [`MAX_ID_BYTES`]: the readers' field
+/// paths then name it, with its line.
+pub fn bounded_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let id = <String as serde::Deserialize>::deserialize(d)?;
+    if id.len() > MAX_ID_BYTES {
+        return Err(serde::de::Error::custom(format!(
+            "an id of {} bytes (it starts {:?}); ids are at most {MAX_ID_BYTES} bytes",
+            id.len(),
+            id.chars().take(24).collect::<String>()
+        )));
+    }
+    Ok(id)
+}
+
 /// An unknown field: its path (as `a.b[2].c`) and the nearest known name, if any is close.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unknown {

@@ -11,7 +11,7 @@ macro_rules! id_newtype {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(pub String);
+        pub struct $name(#[serde(deserialize_with = "runner_core::strict::bounded_id")] pub String);
 
         impl $name {
             pub fn new(s: impl Into<String>) -> Self {

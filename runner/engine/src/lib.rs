@@ -206,8 +206,9 @@ pub trait Backend {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// Without the backtrace candle attaches under `RUST_BACKTRACE` (see `From`).
     #[error("tensor computation failed: {0}")]
-    Tensor(#[from] ::candle_core::Error),
+    Tensor(::candle_core::Error),
     #[error("cannot read {path}: {source}")]
     Io {
         path: std::path::PathBuf,
@@ -237,4 +238,30 @@ pub enum EngineError {
     Memory(String),
     #[error("invalid request {id}: {message}")]
     InvalidRequest { id: String, message: String },
+}
+
+/// candle prints the backtrace it captured under `RUST_BACKTRACE` as part of the
+/// error's text, so every load error of a user's file became a 20-line stack dump. The
+/// message is the error; a backtrace is for the runner's own bugs (panics).
+impl From<::candle_core::Error> for EngineError {
+    fn from(e: ::candle_core::Error) -> Self {
+        EngineError::Tensor(without_backtrace(e))
+    }
+}
+
+/// `e` with every backtrace candle attached taken out, its messages and context kept.
+pub fn without_backtrace(e: ::candle_core::Error) -> ::candle_core::Error {
+    use ::candle_core::Error;
+    match e {
+        Error::WithBacktrace { inner, .. } => without_backtrace(*inner),
+        Error::Context { inner, context } => Error::Context {
+            inner: Box::new(without_backtrace(*inner)),
+            context,
+        },
+        Error::WithPath { inner, path } => Error::WithPath {
+            inner: Box::new(without_backtrace(*inner)),
+            path,
+        },
+        e => e,
+    }
 }

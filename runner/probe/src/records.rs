@@ -14,7 +14,7 @@ macro_rules! string_newtype {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(pub String);
+        pub struct $name(#[serde(deserialize_with = "runner_core::strict::bounded_id")] pub String);
 
         impl $name {
             pub fn as_str(&self) -> &str {

@@ -48,6 +48,7 @@ fn encoder(tokenizer_dir: &Path, template: &Path) -> PromptEncoder {
         weights: Vec::new(),
         revision: None,
         chat_template: Some(template.to_path_buf()),
+        verified: None,
     };
     PromptEncoder::load(&files).unwrap()
 }

@@ -16,8 +16,10 @@
 pub mod batches;
 pub mod failed;
 pub mod lock;
+mod merge;
 mod rebind;
 
+pub use merge::merge;
 pub use rebind::{rebind, Rebound};
 
 use lock::{LockError, RunLock};
@@ -190,6 +192,9 @@ pub enum JournalError {
         path: PathBuf,
         differences: Vec<String>,
     },
+    /// A merge that cannot be done as given; `problem` says why and what to give.
+    #[error("{path}: {problem}")]
+    Merge { path: PathBuf, problem: String },
     #[error("{path}:{line}: damaged journal line (not the last line, so not a torn write): {message}; the lines before it are intact, move the file aside to start over")]
     Corrupt {
         path: PathBuf,
@@ -532,68 +537,6 @@ pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
         records: recovered.records,
         _lock: lock,
     })
-}
-/// Combines shard runs into `out`: their manifests must agree on everything but the
-/// shard; samples are united by (request, seed), and each shard's batch figures are
-/// carried over, tagged with the shard (see [`batches::BatchLog::carry_over`]), and so are
-/// their failed samples no shard answered (see [`failed::carry_over`]).
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, JournalError> {
-    let mut first: Option<(PathBuf, Manifest)> = None;
-    let mut records = Vec::new();
-    let mut readings = Vec::new();
-    let (mut batch_figures, mut failures) = (Vec::new(), Vec::new());
-    for dir in dirs {
-        let reading = read_run(dir)?;
-        let manifest = reading.manifest.clone();
-        let mut identity = manifest.identity.clone();
-        if let Some(obj) = identity.as_object_mut() {
-            obj.remove("shard");
-        }
-        match &first {
-            None => {
-                first = Some((
-                    dir.clone(),
-                    Manifest {
-                        identity,
-                        context: manifest.context,
-                    },
-                ))
-            }
-            Some((_, m)) => {
-                let differing = differences(&m.identity, &identity);
-                if !differing.is_empty() {
-                    return Err(JournalError::ManifestMismatch {
-                        path: dir.join(MANIFEST_FILE),
-                        differences: differing,
-                    });
-                }
-            }
-        }
-        records.extend(reading.records.iter().cloned());
-        // The shard's batch figures are read before anything is written, so a damaged
-        // file stops the merge with nothing half done.
-        let label = match manifest.identity.get("shard").and_then(|s| s.as_str()) {
-            Some(shard) => shard.to_string(),
-            None => dir.display().to_string(),
-        };
-        batch_figures.push((label, batches::read(dir)?));
-        failures.extend(failed::of_shard(dir, &reading.manifest)?);
-        readings.push(reading);
-    }
-    let Some((_, manifest)) = first else {
-        return Ok(0);
-    };
-    let (mut journal, existing) = Journal::open(out, &manifest)?;
-    let mut seen: BTreeSet<(String, u64)> =
-        existing.records.iter().map(SampleRecord::key).collect();
-    let fresh: Vec<SampleRecord> = records
-        .into_iter()
-        .filter(|r| seen.insert(r.key()))
-        .collect();
-    journal.append(&fresh)?;
-    batches::BatchLog::carry_over(&journal, &batch_figures)?;
-    failed::carry_over(&journal, failures, &seen)?;
-    Ok(seen.len())
 }
 #[cfg(test)]
 mod tests;

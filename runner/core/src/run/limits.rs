@@ -13,17 +13,44 @@ use std::path::Path;
 /// and token counts follow byte lengths closely within one template.
 const LONGEST_TRIED: usize = 16;
 
-/// `max_position_embeddings` from a model's config.json, where it says.
-pub fn context_length(config: &Path) -> Result<Option<usize>, RunError> {
+/// The model's context, `max_position_embeddings` in its config.json (or its
+/// `text_config`), or its architecture's default where the config class has one. A
+/// value that is missing otherwise, negative, fractional or zero is refused: without
+/// it the context check is skipped, and a huge `--max-new-tokens` then aborts the
+/// process on allocating the KV cache.
+pub fn context_length(config: &Path) -> Result<usize, RunError> {
     let text = std::fs::read_to_string(config)
         .map_err(|e| RunError::Setup(format!("{}: cannot read: {e}", config.display())))?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| RunError::Setup(format!("{}: not JSON: {e}", config.display())))?;
-    Ok(value
+    let field = value
         .get("max_position_embeddings")
-        .or_else(|| value.pointer("/text_config/max_position_embeddings"))
-        .and_then(serde_json::Value::as_u64)
-        .map(|n| n as usize))
+        .or_else(|| value.pointer("/text_config/max_position_embeddings"));
+    match field {
+        Some(v) => v
+            .as_u64()
+            .filter(|&n| n > 0)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                RunError::Setup(format!(
+                    "{}: max_position_embeddings is {v}, not a positive whole number of positions",
+                    config.display()
+                ))
+            }),
+        None => value
+            .get("model_type")
+            .and_then(serde_json::Value::as_str)
+            .and_then(runner_engine::candle::models::by_model_type)
+            .and_then(|a| a.default_context)
+            .ok_or_else(|| {
+                RunError::Setup(format!(
+                    "{}: max_position_embeddings is missing, so the model's context is \
+                     unknown and no run can check that the prompts and --max-new-tokens fit \
+                     it; add the model's context length there",
+                    config.display()
+                ))
+            }),
+    }
 }
 
 fn bytes(p: &Prompt) -> usize {
@@ -66,9 +93,7 @@ pub fn check_context(
     max_new_tokens: usize,
     remedy: Remedy,
 ) -> Result<(), RunError> {
-    let Some(context) = context_length(config)? else {
-        return Ok(());
-    };
+    let context = context_length(config)?;
     let mut by_size: Vec<&&Prompt> = prompts.iter().collect();
     by_size.sort_by_key(|p| std::cmp::Reverse(bytes(p)));
     let mut longest = 0;

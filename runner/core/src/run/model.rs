@@ -38,6 +38,12 @@ pub struct ModelOptions<'a> {
 
 /// Resolves `model` for `workload`.
 pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result<Loaded, RunError> {
+    if opts.max_batch == Some(0) {
+        // The engine would run one row while the manifest said 0.
+        return Err(RunError::Setup(
+            "--max-batch 0: a batch holds at least 1 sequence".into(),
+        ));
+    }
     if let Some(backend) = workload.baseline(model) {
         return Ok(Loaded {
             label: model.to_string(),
@@ -81,7 +87,7 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
     let mut engine = Engine::load_with(&files, device, &label, opts.load)?;
     if let Some(rows) = opts.max_batch {
         let limits = BatchLimits {
-            max_rows: rows.max(1),
+            max_rows: rows,
             ..engine.limits()
         };
         engine = engine.with_limits(limits);

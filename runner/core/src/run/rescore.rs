@@ -39,6 +39,13 @@ pub enum Event {
     },
     /// The pooled runs' reports.
     Combined { out: PathBuf, summary: String },
+    /// `samples` of `dir` carry stored scores other than the ones recomputed from their
+    /// answers (`first`: the first such (request, seed)); the reports use the recomputed.
+    ScoresDiffer {
+        dir: PathBuf,
+        samples: usize,
+        first: (String, u64),
+    },
 }
 
 /// The workload a journaled run was planned with, rebuilt from its manifest.
@@ -196,6 +203,13 @@ fn rescore_alone(
     records: Vec<SampleRecord>,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Vec<SampleRecord>, RunError> {
+    if let Some((samples, first)) = stored_scores_differ(w, &records) {
+        on_event(Event::ScoresDiffer {
+            dir: dir.to_path_buf(),
+            samples,
+            first,
+        });
+    }
     let title = format!("{}: {label}", w.name());
     let one = [(label.to_string(), records)];
     let summary = w.report(&one, dir, &title)?;
@@ -206,6 +220,20 @@ fn rescore_alone(
     });
     let [(_, records)] = one;
     Ok(records)
+}
+
+/// How many of `records` hold stored scores that rescoring their answers does not give
+/// (edited, forged, or written by another scorer), and the first of them. Records
+/// stored without scores, or that do not score, are not compared.
+fn stored_scores_differ(
+    w: &dyn Workload,
+    records: &[SampleRecord],
+) -> Option<(usize, (String, u64))> {
+    let mut differ = records
+        .iter()
+        .filter(|rec| !rec.scores.is_null() && w.score(rec).is_ok_and(|s| s.scores != rec.scores));
+    let first = differ.next()?;
+    Some((1 + differ.count(), first.key()))
 }
 
 /// A run as the combined report's provenance names it: its manifest, with the batch

@@ -20,6 +20,33 @@ struct Entry {
     data_offsets: [u64; 2],
 }
 
+/// A safetensors header's entries in the order written, duplicates kept (a map would
+/// silently keep the last of two).
+struct Header(Vec<(String, serde_json::Value)>);
+
+impl<'de> Deserialize<'de> for Header {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = Header;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of tensors")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Header, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    out.push(entry);
+                }
+                Ok(Header(out))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
 /// Where one tensor lies.
 #[derive(Debug, Clone)]
 pub struct TensorInfo {
@@ -84,10 +111,27 @@ impl Checkpoint {
             }
             let mut header = vec![0u8; len as usize];
             file.read_exact_at(&mut header, 8).map_err(io)?;
-            let mut entries: BTreeMap<String, serde_json::Value> =
+            let Header(entries) =
                 serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
-            entries.remove("__metadata__");
+            let mut names = std::collections::BTreeSet::new();
+            if let Some(twice) = entries.iter().find(|(n, _)| !names.insert(n.as_str())) {
+                // JSON readers disagree on which of two entries wins: refuse to guess.
+                return Err(bad(
+                    path,
+                    format!("header: tensor {} is named twice", twice.0),
+                ));
+            }
+            let mut spans: Vec<(u64, u64, String)> = Vec::new();
             for (name, value) in entries {
+                if name == "__metadata__" {
+                    continue;
+                }
+                if tensors.contains_key(&name) {
+                    return Err(bad(
+                        path,
+                        format!("tensor {name} is also in an earlier file of the checkpoint"),
+                    ));
+                }
                 let e: Entry = serde_json::from_value(value)
                     .map_err(|err| bad(path, format!("tensor {name}: {err}")))?;
                 let dtype = match e.dtype.as_str() {
@@ -104,12 +148,25 @@ impl Checkpoint {
                     }
                 };
                 let [from, to] = e.data_offsets;
-                let elems: usize = e.shape.iter().product();
-                let start = 8 + len + from;
-                if to < from
-                    || to - from != (elems * dtype.size_in_bytes()) as u64
-                    || start + (to - from) > size
-                {
+                // Checked: a shape such as [2^62, 64] wraps an unchecked product to a
+                // small number that passes the offsets, and then fails to allocate.
+                let bytes = e
+                    .shape
+                    .iter()
+                    .try_fold(dtype.size_in_bytes() as u64, |n, &d| {
+                        n.checked_mul(d as u64)
+                    })
+                    .filter(|&b| usize::try_from(b).is_ok());
+                let start = (8 + len).checked_add(from);
+                let fits = match (bytes, start) {
+                    (Some(bytes), Some(start)) => {
+                        to >= from
+                            && to - from == bytes
+                            && start.checked_add(bytes).is_some_and(|end| end <= size)
+                    }
+                    _ => false,
+                };
+                if !fits {
                     return Err(bad(
                         path,
                         format!(
@@ -118,15 +175,33 @@ impl Checkpoint {
                         ),
                     ));
                 }
+                spans.push((from, to, name.clone()));
                 tensors.insert(
                     name,
                     TensorInfo {
                         dtype,
                         shape: e.shape,
                         file: index,
-                        start,
+                        start: 8 + len + from,
                     },
                 );
+            }
+            // Two tensors sharing bytes: writing one would change the other, and a
+            // forged file can alias a weight it wants to control.
+            spans.retain(|(from, to, _)| from < to);
+            spans.sort();
+            for pair in spans.windows(2) {
+                let ((a_from, a_to, a), (b_from, b_to, b)) = (&pair[0], &pair[1]);
+                // Sorted by start, spans clear of their neighbours are clear of all.
+                if b_from < a_to {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "tensors {a} (bytes {a_from}..{a_to}) and {b} (bytes \
+                             {b_from}..{b_to}) overlap"
+                        ),
+                    ));
+                }
             }
             files.push((path.clone(), file));
         }

@@ -3,6 +3,7 @@
 //! sees the text the embedded engine would tokenize.
 
 use crate::candle::chat_template::{self, ChatTemplate};
+use crate::candle::load::commit::Commit;
 use crate::candle::load::hub::{cached_snapshot, hub_cache_dir, offline, Panel};
 use crate::digest::sha256_hex;
 use crate::served::protocol::Payload;
@@ -117,7 +118,7 @@ fn folder_name(dir: &str) -> String {
 }
 
 /// The pinned tokenizer's folder: the cache's snapshot, or its two files downloaded.
-fn pinned_tokenizer_dir(name: &str, repo: &str, revision: &str) -> Result<PathBuf, EngineError> {
+fn pinned_tokenizer_dir(name: &str, repo: &str, revision: &Commit) -> Result<PathBuf, EngineError> {
     let cache = hub_cache_dir();
     let complete = |d: &Path| {
         ["tokenizer.json", "tokenizer_config.json"]
@@ -134,22 +135,13 @@ fn pinned_tokenizer_dir(name: &str, repo: &str, revision: &str) -> Result<PathBu
             cache.display()
         )));
     }
-    use hf_hub::api::sync::ApiBuilder;
-    use hf_hub::{Repo, RepoType};
-    let token = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty());
-    let api = ApiBuilder::from_cache(hf_hub::Cache::new(cache.clone()))
-        .with_progress(false)
-        .with_token(token)
-        .build()
-        .map_err(|e| EngineError::NotAvailable(e.to_string()))?;
-    let r = api.repo(Repo::with_revision(
-        repo.to_string(),
-        RepoType::Model,
-        revision.to_string(),
-    ));
+    // Through the runner's own downloader, as the weights are (load::download: hf-hub
+    // lets a hostile mirror's headers choose the paths it writes).
+    use crate::candle::load::download::{fetch, Source, MAX_SMALL_FILE};
+    let source = Source::from_env();
     let mut dir = None;
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        let path = r.get(f).map_err(|e| {
+        let path = fetch(&source, &cache, repo, revision, f, MAX_SMALL_FILE).map_err(|e| {
             EngineError::NotAvailable(format!("downloading {f} of {repo} failed: {e}"))
         })?;
         dir = path.parent().map(Path::to_path_buf);

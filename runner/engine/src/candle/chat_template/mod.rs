@@ -11,6 +11,36 @@ use minijinja::{context, Environment, Error, ErrorKind};
 use serde::Deserialize;
 use std::path::Path;
 
+/// Work one rendering may do, in minijinja's units (about an instruction each). The
+/// panel's templates take a few thousand for a conversation; a loop that does not end,
+/// or `range(100000)` nested, runs out in a fraction of a second instead of hanging.
+pub const FUEL: u64 = 2_000_000;
+
+/// Bytes one rendering may write: 16 MiB of prompt is millions of tokens, past any
+/// model's context, so a template that writes more is broken or hostile, not long.
+pub const MAX_OUTPUT: usize = 16 << 20;
+
+/// The rendering's output, refusing to grow past [`MAX_OUTPUT`].
+struct Bounded {
+    text: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.text.len() + buf.len() > MAX_OUTPUT {
+            self.over = true;
+            return Err(std::io::Error::other("chat template output over the bound"));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The embedded templates of the panel's models, used by the fixture models so that
 /// they render prompts exactly like the real ones.
 pub mod known {
@@ -181,6 +211,7 @@ impl ChatTemplate {
             .build()
             .map_err(template_error)?;
         env.set_syntax(syntax);
+        env.set_fuel(Some(FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function(
             "raise_exception",
@@ -202,16 +233,39 @@ impl ChatTemplate {
                 context! { role => role, content => m.content.clone() }
             })
             .collect();
-        template
-            .render(context! {
+        let mut out = Bounded {
+            text: Vec::new(),
+            over: false,
+        };
+        let rendered = template.render_captured_to(
+            context! {
                 messages => messages,
                 tools => (),
                 documents => (),
                 add_generation_prompt => true,
                 bos_token => self.bos_token.clone(),
                 eos_token => self.eos_token.clone(),
-            })
-            .map_err(template_error)
+            },
+            &mut out,
+        );
+        if out.over {
+            return Err(EngineError::Template(format!(
+                "the chat template wrote more than {} MiB for one prompt, far past any \
+                 model's context: it is broken or hostile, and was stopped",
+                MAX_OUTPUT >> 20
+            )));
+        }
+        match rendered {
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(EngineError::Template(format!(
+                "the chat template did more than {FUEL} steps of work for one prompt (a loop \
+                 that does not end, or loops nested too deep): it is broken or hostile, and \
+                 was stopped"
+            ))),
+            Err(e) => Err(template_error(e)),
+            // The writer is handed only the template's str output.
+            Ok(_) => String::from_utf8(out.text)
+                .map_err(|e| EngineError::Template(format!("output is not UTF-8: {e}"))),
+        }
     }
 }
 
@@ -301,5 +355,47 @@ mod tests {
             .render(&msgs(None, "  hi  "))
             .unwrap()
             .contains("\n  hi  <|im_end|>"));
+    }
+
+    #[test]
+    fn a_template_that_loops_without_end_runs_out_of_fuel() {
+        let t = ChatTemplate::new(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            None,
+            None,
+        );
+        let err = t.render(&msgs(None, "hi")).unwrap_err().to_string();
+        assert!(err.contains("steps of work"), "{err}");
+    }
+
+    #[test]
+    fn a_template_that_writes_without_end_is_stopped_at_the_bound() {
+        let t = ChatTemplate::new(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{{ messages[0].content }}{% endfor %}{% endfor %}",
+            None,
+            None,
+        );
+        let user = "x".repeat(4096);
+        let err = t.render(&msgs(None, &user)).unwrap_err().to_string();
+        assert!(err.contains("MiB for one prompt"), "{err}");
+    }
+
+    #[test]
+    fn the_panels_templates_render_a_long_conversation_within_the_bounds() {
+        let mut turns = msgs(Some("be brief"), "q");
+        for i in 0..50 {
+            turns.push(Message {
+                role: if i % 2 == 0 {
+                    Role::Assistant
+                } else {
+                    Role::User
+                },
+                content: "x".repeat(2000),
+            });
+        }
+        for source in [known::QWEN2_5, known::LLAMA3_1, known::PHI3_5] {
+            let t = ChatTemplate::new(source, Some("<bos>".into()), Some("<eos>".into()));
+            assert!(t.render(&turns).is_ok(), "{source:.40}");
+        }
     }
 }

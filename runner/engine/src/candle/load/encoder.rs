@@ -55,4 +55,12 @@ impl PromptEncoder {
     pub fn vocab_size(&self) -> usize {
         self.tokenizer.get_vocab_size(true)
     }
+
+    /// The token with the highest id, special tokens included.
+    pub fn highest_id(&self) -> Option<(String, u32)> {
+        self.tokenizer
+            .get_vocab(true)
+            .into_iter()
+            .max_by_key(|(_, id)| *id)
+    }
 }

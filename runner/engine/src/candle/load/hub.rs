@@ -4,11 +4,11 @@
 //! The cache is searched first and, with HF_HUB_OFFLINE set, exclusively: the download
 //! client does not honour that variable itself.
 
+use crate::candle::load::commit::Commit;
+use crate::candle::load::pins::{self, sha256_file, DigestMemory};
 use crate::EngineError;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// One pinned model of `models.toml`.
@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 #[serde(deny_unknown_fields)]
 pub struct PanelEntry {
     pub repo: String,
-    pub revision: String,
+    pub revision: Commit,
     pub tokenizer_repo: String,
-    pub tokenizer_revision: String,
+    pub tokenizer_revision: Commit,
     /// The model file that runs it: qwen2, llama or gemma3.
     pub arch: String,
     pub dtype: String,
@@ -90,9 +90,12 @@ pub struct ModelFiles {
     pub tokenizer_config: PathBuf,
     pub weights: Vec<PathBuf>,
     /// The commit the files belong to; None for a local folder.
-    pub revision: Option<String>,
+    pub revision: Option<Commit>,
     /// A chat template chosen for the model (`--chat-template`), in place of its own.
     pub chat_template: Option<PathBuf>,
+    /// The SHA-256 of each weight file by name, computed when a pinned model's files
+    /// were checked against their pins; None for a local folder until asked.
+    pub verified: Option<BTreeMap<String, String>>,
 }
 
 impl ModelFiles {
@@ -125,48 +128,27 @@ impl ModelFiles {
             weights,
             revision: None,
             chat_template: None,
+            verified: None,
         })
     }
 
-    /// sha256 of each weight file, by file name. Files in the Hugging Face cache are
-    /// links to blobs named by that hash, so only local folders need hashing.
+    /// sha256 of each weight file, by file name: as checked against the pins, or
+    /// computed now for a local folder. Never read from a blob's name, which anyone who
+    /// can write the cache can choose.
     pub fn weight_digests(&self) -> Result<BTreeMap<String, String>, EngineError> {
+        if let Some(v) = &self.verified {
+            return Ok(v.clone());
+        }
         let mut out = BTreeMap::new();
         for w in &self.weights {
             let name = w
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let blob = std::fs::read_link(w)
-                .ok()
-                .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .filter(|n| n.len() == 64 && n.chars().all(|c| c.is_ascii_hexdigit()));
-            let digest = match blob {
-                Some(h) => h,
-                None => sha256_file(w)?,
-            };
-            out.insert(name, digest);
+            out.insert(name, sha256_file(w)?);
         }
         Ok(out)
     }
-}
-
-fn sha256_file(path: &Path) -> Result<String, EngineError> {
-    let io = |source| EngineError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(format!("{:x}", hasher.finalize()))
 }
 
 fn shard_names(index: &Path) -> Result<Vec<String>, EngineError> {
@@ -186,6 +168,17 @@ fn shard_names(index: &Path) -> Result<Vec<String>, EngineError> {
     let mut names: Vec<String> = idx.weight_map.into_values().collect();
     names.sort();
     names.dedup();
+    // A shard is a file beside the index: a name with a folder in it would read (or,
+    // downloaded, write) outside the model's folder.
+    if let Some(bad) = names.iter().find(|n| {
+        n.is_empty() || *n == "." || *n == ".." || n.contains(['/', '\\']) || n.contains('\0')
+    }) {
+        return Err(EngineError::BadFile {
+            what: "safetensors index",
+            path: index.to_path_buf(),
+            message: format!("weight_map names the shard {bad:?}, which is not a file name"),
+        });
+    }
     Ok(names)
 }
 
@@ -213,16 +206,17 @@ pub fn offline() -> bool {
     )
 }
 
-/// The snapshot folder of `repo` at `revision` in the cache, if present. A revision is
-/// a commit hash (snapshots/<hash>) or a branch name resolved through refs/<name>.
-pub fn cached_snapshot(cache: &Path, repo: &str, revision: &str) -> Option<PathBuf> {
-    let root = cache.join(format!("models--{}", repo.replace('/', "--")));
-    let direct = root.join("snapshots").join(revision);
-    if direct.is_dir() {
-        return Some(direct);
-    }
-    let commit = std::fs::read_to_string(root.join("refs").join(revision)).ok()?;
-    let snap = root.join("snapshots").join(commit.trim());
+/// The cache's folder of `repo`: `models--org--name`.
+pub fn repo_folder(cache: &Path, repo: &str) -> PathBuf {
+    cache.join(format!("models--{}", repo.replace('/', "--")))
+}
+
+/// The snapshot folder of `repo` at the commit `revision` in the cache, if present.
+/// Branch names (`refs/<name>`) are never followed: a pin is a commit.
+pub fn cached_snapshot(cache: &Path, repo: &str, revision: &Commit) -> Option<PathBuf> {
+    let snap = repo_folder(cache, repo)
+        .join("snapshots")
+        .join(revision.as_str());
     snap.is_dir().then_some(snap)
 }
 
@@ -270,120 +264,95 @@ pub fn resolve<'p>(model: &str, panel: &'p Panel) -> Result<Option<Resolved<'p>>
 }
 
 /// The files of a pinned entry: from the cache when complete there, otherwise
-/// downloaded (never when offline).
+/// downloaded (never when offline); checked against their pins before any use.
 pub fn resolve_pinned(name: &str, entry: &PanelEntry) -> Result<ModelFiles, EngineError> {
     let cache = hub_cache_dir();
-    if let Some(files) = cached_snapshot(&cache, &entry.repo, &entry.revision)
+    let files = match cached_snapshot(&cache, &entry.repo, &entry.revision)
         .and_then(|dir| ModelFiles::from_dir(&dir).ok())
         .filter(|f| f.weights.iter().all(|w| w.is_file()))
     {
-        return Ok(ModelFiles {
-            revision: Some(entry.revision.clone()),
-            ..files
-        });
-    }
-    if offline() {
-        return Err(EngineError::NotAvailable(format!(
-            "{name} ({} at {}) is not in the cache {} and HF_HUB_OFFLINE is set; \
-             download it on a connected machine with `runner generate --model {name} --prompt hi`, \
-             or unset HF_HUB_OFFLINE",
-            entry.repo,
-            entry.revision,
-            cache.display()
-        )));
-    }
-    download(name, entry, &cache)
+        Some(files) => files,
+        None if offline() => {
+            return Err(EngineError::NotAvailable(format!(
+                "{name} ({} at {}) is not in the cache {} and HF_HUB_OFFLINE is set; \
+                 download it on a connected machine with `runner generate --model {name} --prompt hi`, \
+                 or unset HF_HUB_OFFLINE",
+                entry.repo,
+                entry.revision,
+                cache.display()
+            )))
+        }
+        None => download(name, entry, &cache)?,
+    };
+    let mut memory = DigestMemory::open(&repo_folder(&cache, &entry.repo).join(pins::DIGEST_FILE));
+    let verified = pins::verify(name, entry, &files.weights, &mut memory)?;
+    Ok(ModelFiles {
+        revision: Some(entry.revision.clone()),
+        verified: Some(verified),
+        ..files
+    })
 }
 
-/// Why a file could not be fetched.
-#[derive(Debug, PartialEq, Eq)]
-enum Unfetched {
-    /// No answer from the hub: no network, no DNS, a refused connection, a timeout.
-    Unreachable,
-    /// The hub answered and refused: a gated model without an accepted licence or a token.
-    Gated,
-    Other,
-}
-
-/// Reads hf-hub's error text. A connection that never got an answer says nothing about
-/// a licence, whatever the model: blaming the licence sent users to the wrong fix.
-fn why_not(text: &str, gated: bool, has_token: bool) -> Unfetched {
-    let t = text.to_ascii_lowercase();
-    let unreachable = [
-        "transport",
-        "connection refused",
-        "connection reset",
-        "failed to lookup",
-        "dns",
-        "timed out",
-        "network is unreachable",
-        "no route to host",
-        "connect error",
-    ]
-    .iter()
-    .any(|k| t.contains(k));
-    if unreachable {
-        return Unfetched::Unreachable;
-    }
-    let denied = ["401", "403", "gated", "unauthorized", "forbidden"]
-        .iter()
-        .any(|k| t.contains(k));
-    if denied || (gated && !has_token) {
-        return Unfetched::Gated;
-    }
-    Unfetched::Other
-}
-
+/// Downloads the entry's files at its pinned commit (see [`download`](super::download)
+/// for why not through hf-hub); the weights are bounded by their pinned sizes.
 fn download(name: &str, entry: &PanelEntry, cache: &Path) -> Result<ModelFiles, EngineError> {
-    use hf_hub::api::sync::ApiBuilder;
-    use hf_hub::{Repo, RepoType};
-    let token = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty());
-    let mut builder =
-        ApiBuilder::from_cache(hf_hub::Cache::new(cache.to_path_buf())).with_progress(false);
-    if token.is_some() {
-        builder = builder.with_token(token.clone());
-    }
-    // A mirror, as the Hugging Face tools take it.
-    if let Some(endpoint) = std::env::var("HF_ENDPOINT").ok().filter(|e| !e.is_empty()) {
-        builder = builder.with_endpoint(endpoint);
-    }
-    let api = builder
-        .build()
-        .map_err(|e| EngineError::NotAvailable(e.to_string()))?;
-    let repo = api.repo(Repo::with_revision(
-        entry.repo.clone(),
-        RepoType::Model,
-        entry.revision.clone(),
-    ));
-    let fetch = |file: &str| -> Result<PathBuf, EngineError> {
-        repo.get(file).map_err(|e| {
-            let text = e.to_string();
-            match why_not(&text, entry.gated, token.is_some()) {
-                Unfetched::Unreachable => EngineError::NotAvailable(format!(
+    use crate::candle::load::download::{fetch, Failure, Source, MAX_SMALL_FILE};
+    let source = Source::from_env();
+    let has_token = source.token.is_some();
+    let fetch = |file: &str, max_bytes: u64| -> Result<PathBuf, EngineError> {
+        fetch(
+            &source,
+            cache,
+            &entry.repo,
+            &entry.revision,
+            file,
+            max_bytes,
+        )
+        .map_err(|e| {
+            let denied = matches!(e, Failure::Denied(_)) || (entry.gated && !has_token);
+            match e {
+                Failure::Unreachable(text) => EngineError::NotAvailable(format!(
                     "{name} ({}): the Hugging Face hub cannot be reached ({text}); check the \
                      network (or HF_ENDPOINT), or download the model on a connected machine \
                      and copy its cache here (HF_HUB_OFFLINE=1 then reads the cache only)",
                     entry.repo
                 )),
-                Unfetched::Gated => EngineError::NotAvailable(format!(
+                e if denied => EngineError::NotAvailable(format!(
                     "{name} ({}) is gated: accept its licence on the model's Hugging Face page \
-                     with your account, then set HF_TOKEN to a read token of that account ({text})",
+                     with your account, then set HF_TOKEN to a read token of that account ({e})",
                     entry.repo
                 )),
-                Unfetched::Other => EngineError::NotAvailable(format!(
-                    "downloading {file} of {} failed: {text}",
+                e => EngineError::NotAvailable(format!(
+                    "downloading {file} of {} failed: {e}",
                     entry.repo
                 )),
             }
         })
     };
+    let pinned = |file: &str| {
+        entry
+            .files
+            .iter()
+            .find(|f| f.name == file)
+            .map_or(MAX_SMALL_FILE, |f| f.bytes)
+    };
     for f in MODEL_FILES {
-        fetch(f)?;
+        // generation_config.json is optional: not every repository has one.
+        match fetch(f, MAX_SMALL_FILE) {
+            Err(_) if f == "generation_config.json" => {}
+            other => {
+                other?;
+            }
+        }
     }
-    if fetch("model.safetensors").is_err() {
-        let index = fetch("model.safetensors.index.json")?;
+    let single =
+        entry.files.is_empty() || entry.files.iter().any(|f| f.name == "model.safetensors");
+    if single && fetch("model.safetensors", pinned("model.safetensors")).is_ok() {
+        // One file holds the weights.
+    } else {
+        let index = fetch("model.safetensors.index.json", MAX_SMALL_FILE)?;
         for shard in shard_names(&index)? {
-            fetch(&shard)?;
+            fetch(&shard, pinned(&shard))?;
         }
     }
     let dir = cached_snapshot(cache, &entry.repo, &entry.revision).ok_or_else(|| {
@@ -392,10 +361,7 @@ fn download(name: &str, entry: &PanelEntry, cache: &Path) -> Result<ModelFiles, 
             entry.repo
         ))
     })?;
-    Ok(ModelFiles {
-        revision: Some(entry.revision.clone()),
-        ..ModelFiles::from_dir(&dir)?
-    })
+    ModelFiles::from_dir(&dir)
 }
 
 #[cfg(test)]
@@ -403,23 +369,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cache_lookup_finds_commits_directly_and_branches_through_refs() {
+    fn cache_lookup_finds_commits_and_never_follows_refs() {
         let tmp = std::env::temp_dir().join(format!("engine-cache-{}", std::process::id()));
         let root = tmp.join("models--org--m");
-        std::fs::create_dir_all(root.join("snapshots/abc123")).unwrap();
+        let abc: Commit = "abc1230000000000000000000000000000000000".parse().unwrap();
+        let def: Commit = "def4560000000000000000000000000000000000".parse().unwrap();
+        std::fs::create_dir_all(root.join("snapshots").join(abc.as_str())).unwrap();
         std::fs::create_dir_all(root.join("refs")).unwrap();
-        std::fs::write(root.join("refs/main"), "abc123\n").unwrap();
+        std::fs::write(root.join("refs").join(def.as_str()), abc.as_str()).unwrap();
         assert_eq!(
-            cached_snapshot(&tmp, "org/m", "abc123"),
-            Some(root.join("snapshots/abc123"))
+            cached_snapshot(&tmp, "org/m", &abc),
+            Some(root.join("snapshots").join(abc.as_str()))
         );
-        assert_eq!(
-            cached_snapshot(&tmp, "org/m", "main"),
-            Some(root.join("snapshots/abc123"))
-        );
-        assert_eq!(cached_snapshot(&tmp, "org/m", "def456"), None);
-        assert_eq!(cached_snapshot(&tmp, "org/other", "abc123"), None);
+        assert_eq!(cached_snapshot(&tmp, "org/m", &def), None);
+        assert_eq!(cached_snapshot(&tmp, "org/other", &abc), None);
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_revision_that_is_not_a_commit_is_refused_for_weights_and_tokenizer() {
+        let good = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306";
+        for (field, bad) in [
+            ("revision", "/some/folder"),
+            ("revision", "../../.."),
+            ("tokenizer_revision", "main"),
+            ("tokenizer_revision", "../../x"),
+        ] {
+            let text = BUILTIN_PANEL.replacen(
+                &format!("{field} = \"{good}\""),
+                &format!("{field} = \"{bad}\""),
+                1,
+            );
+            assert_ne!(text, BUILTIN_PANEL, "{field} not found in the panel");
+            let err = Panel::parse(&text, Path::new("panel.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("panel.toml") && err.contains(field) && err.contains("40-hex"),
+                "{field} = {bad:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -141,32 +141,6 @@ pub fn gb(bytes: u64) -> String {
     format!("{:.1} GB", bytes as f64 / 1e9)
 }
 
-/// Bytes this process may still take on the CPU: the kernel's estimate of available
-/// memory, or what the memory cgroup leaves, whichever is smaller.
-pub fn cpu_available() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-    let available = meminfo.as_deref().and_then(|m| {
-        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-        line.split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kib| kib * 1024)
-    });
-    let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
-    let cgroup = match (
-        read("/sys/fs/cgroup/memory.max"),
-        read("/sys/fs/cgroup/memory.current"),
-    ) {
-        (Some(max), Some(used)) => Some(max.saturating_sub(used)),
-        _ => None,
-    };
-    match (available, cgroup) {
-        (Some(a), Some(c)) => Some(a.min(c)),
-        (a, c) => a.or(c),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,9 +2,12 @@
 //! builds the model; eos ids come from both config files, the tokenizer and chat
 //! template from theirs.
 
+pub mod commit;
+pub mod download;
 pub mod encoder;
 pub mod hub;
 pub mod memory;
+pub mod pins;
 
 use crate::candle::checkpoint::Checkpoint;
 use crate::candle::load::encoder::PromptEncoder;
@@ -113,6 +116,13 @@ impl Engine {
             serde_json::from_str(&text).map_err(|e| bad_config(e.to_string()))?;
         registry::hf_config::classic_keys(&mut value).map_err(bad_config)?;
         let config = (arch.parse)(&value.to_string()).map_err(bad_config)?;
+        let shape = config.shape();
+        shape
+            .check()
+            .and_then(|()| shape.against(&checkpoint))
+            .map_err(bad_config)?;
+        let encoder = PromptEncoder::load(files)?;
+        check_token_ids(&encoder, &eos, shape.vocab, files)?;
         let kv_elems = config.kv_values_per_token();
         let need = MemoryNeed::estimate(&checkpoint, format, dtype, kv_elems, device.is_cpu());
         if let Some(available) = available_bytes(&device) {
@@ -130,7 +140,6 @@ impl Engine {
         };
         let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
         let model = config.load(vb, &arch.tensors, &weights)?;
-        let encoder = PromptEncoder::load(files)?;
         let limits = BatchLimits {
             max_rows: default_row_cap(&device),
             kv_budget_bytes: kv_budget(&device),
@@ -164,8 +173,41 @@ impl Engine {
 /// What the device can still take: available memory on the CPU, free memory on a GPU.
 fn available_bytes(device: &Device) -> Option<u64> {
     if device.is_cpu() {
-        crate::candle::load::memory::cpu_available()
+        crate::candle::runtime::host_memory::available()
     } else {
         crate::candle::runtime::device::gpu_free(device)
     }
+}
+
+/// Refuses token ids the model has no row for: the tokenizer's and the eos ids. Found
+/// mid-run they fail a sample with a message about an embedding table; found here they
+/// name the file.
+fn check_token_ids(
+    encoder: &PromptEncoder,
+    eos: &[u32],
+    vocab_size: usize,
+    files: &ModelFiles,
+) -> Result<(), EngineError> {
+    if let Some((token, id)) = encoder
+        .highest_id()
+        .filter(|(_, id)| *id as usize >= vocab_size)
+    {
+        return Err(EngineError::BadFile {
+            what: "tokenizer",
+            path: files.tokenizer.clone(),
+            message: format!(
+                "token {token:?} has id {id}, outside the model's vocab_size {vocab_size} \
+                 (in {}): the tokenizer is not this model's",
+                files.config.display()
+            ),
+        });
+    }
+    if let Some(id) = eos.iter().find(|&&id| id as usize >= vocab_size) {
+        return Err(EngineError::BadFile {
+            what: "model config",
+            path: files.config.clone(),
+            message: format!("eos_token_id {id} is outside vocab_size {vocab_size}"),
+        });
+    }
+    Ok(())
 }

@@ -10,6 +10,7 @@
 use crate::candle::layers::TensorNames;
 use crate::candle::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
 use crate::candle::layers::{Embedding, Proj};
+use crate::candle::models::shape::Shape;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::weights::Weights;
@@ -115,6 +116,18 @@ pub fn parse(text: &str) -> std::result::Result<Box<dyn ModelConfig>, String> {
 }
 
 impl ModelConfig for Config {
+    fn shape(&self) -> Shape {
+        Shape {
+            vocab: self.vocab_size,
+            hidden: self.hidden_size,
+            intermediate: self.intermediate_size,
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+        }
+    }
+
     fn kv_values_per_token(&self) -> usize {
         Config::kv_values_per_token(self)
     }

@@ -12,6 +12,7 @@ use crate::candle::layers::{
     self, attention, GatedAct, GatedMlp, Mask, QkvProjection, RmsNorm, Rope,
 };
 use crate::candle::layers::{Embedding, Proj};
+use crate::candle::models::shape::Shape;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
 use crate::candle::weights::Weights;
@@ -73,13 +74,29 @@ impl RopeScaling {
 }
 
 impl Config {
+    /// 0 where no heads make it undefined, which [`ModelConfig::shape`]'s check refuses.
     pub fn head_dim(&self) -> usize {
-        self.head_dim
-            .unwrap_or(self.hidden_size / self.num_attention_heads)
+        self.head_dim.unwrap_or_else(|| {
+            self.hidden_size
+                .checked_div(self.num_attention_heads)
+                .unwrap_or(0)
+        })
     }
 }
 
 impl ModelConfig for Config {
+    fn shape(&self) -> Shape {
+        Shape {
+            vocab: self.vocab_size,
+            hidden: self.hidden_size,
+            intermediate: self.intermediate_size,
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads,
+            head_dim: self.head_dim(),
+        }
+    }
+
     fn kv_values_per_token(&self) -> usize {
         self.num_hidden_layers * self.num_key_value_heads * self.head_dim() * 2
     }

@@ -7,6 +7,7 @@ pub mod configs;
 pub mod gemma3;
 pub mod hf_config;
 pub mod llama;
+pub mod shape;
 
 use crate::candle::chat_template::known;
 use crate::candle::layers::SEPARATE;
@@ -48,6 +49,9 @@ impl std::str::FromStr for Arch {
 
 /// One architecture's parsed config.json.
 pub trait ModelConfig {
+    /// The sizes, for [`shape::Shape::check`] before anything else reads them.
+    fn shape(&self) -> shape::Shape;
+
     /// Key and value elements one token keeps in the cache, over all layers.
     fn kv_values_per_token(&self) -> usize;
 
@@ -95,6 +99,10 @@ pub struct Architecture {
     /// config.json `model_type` values this row loads.
     pub model_types: &'static [&'static str],
     pub parse: ParseConfig,
+    /// The context of a config.json that omits `max_position_embeddings`: the config
+    /// class's default where it has one (Gemma 3's multimodal configs leave it out);
+    /// None where a config without it is refused.
+    pub default_context: Option<usize>,
     pub tensors: TensorNames,
     pub fixture: FixtureFacts,
 }
@@ -112,6 +120,7 @@ pub static ARCHITECTURES: [Architecture; 4] = [
         name: "qwen2",
         model_types: &["qwen2"],
         parse: llama::parse_qwen2,
+        default_context: None,
         tensors: SEPARATE,
         fixture: FixtureFacts {
             specials: &[
@@ -146,6 +155,7 @@ pub static ARCHITECTURES: [Architecture; 4] = [
         name: "llama",
         model_types: &["llama"],
         parse: llama::parse_llama,
+        default_context: None,
         tensors: SEPARATE,
         fixture: FixtureFacts {
             specials: &[
@@ -177,6 +187,7 @@ pub static ARCHITECTURES: [Architecture; 4] = [
         name: "gemma3",
         model_types: &["gemma3", "gemma3_text"],
         parse: gemma3::parse,
+        default_context: Some(131_072),
         tensors: SEPARATE,
         fixture: FixtureFacts {
             specials: &[
@@ -204,6 +215,7 @@ pub static ARCHITECTURES: [Architecture; 4] = [
         name: "phi3",
         model_types: &["phi3"],
         parse: llama::parse_phi3,
+        default_context: None,
         tensors: TensorNames {
             qkv: QkvNames::Fused("qkv_proj"),
             gate_up: GateUpNames::Fused("gate_up_proj"),

@@ -67,7 +67,7 @@ fn cuda_device(n: usize) -> Result<Device, EngineError> {
         }
         Ok(Err(e)) => Err(EngineError::Device(format!(
             "CUDA device {n} is not usable: {}",
-            without_backtrace(e)
+            crate::without_backtrace(e)
         ))),
         Err(_) => Err(EngineError::Device(format!(
             "CUDA device {n} is not usable (driver panic)"
@@ -119,16 +119,6 @@ fn default_pool(
         .map_err(|e| e.to_string())
 }
 
-/// The error without the backtrace candle attaches under `RUST_BACKTRACE`: the reason a
-/// device is unusable is one line of the fallback warning, not a stack dump.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
-    match e {
-        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(*inner),
-        e => e,
-    }
-}
-
 #[cfg(not(feature = "cuda"))]
 fn cuda_device(_n: usize) -> Result<Device, EngineError> {
     Err(EngineError::Device(
@@ -139,21 +129,19 @@ fn cuda_device(_n: usize) -> Result<Device, EngineError> {
 }
 
 /// Bytes the KV cache may take on `device`: most of what is free after the weights
-/// are loaded on a GPU; half of the available memory on the CPU.
+/// are loaded on a GPU; half of what the process may still take on the CPU (its memory
+/// cgroup's limit included: sized by the host's figure, a job's cache outgrows its
+/// group and the kernel kills it).
 pub(crate) fn kv_budget(device: &Device) -> usize {
     match device {
-        Device::Cpu => {
-            let available = std::fs::read_to_string("/proc/meminfo")
-                .ok()
-                .and_then(|m| {
-                    let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-                    line.split_whitespace().nth(1)?.parse::<usize>().ok()
-                })
-                .map(|kib| kib * 1024);
-            available.map_or(8 << 30, |b| b / 2)
-        }
+        Device::Cpu => cpu_kv_budget(crate::candle::runtime::host_memory::available()),
         _ => gpu_free_bytes(device).map_or(16 << 30, gpu_kv_budget),
     }
+}
+
+/// The CPU's KV budget with `available` bytes available: half of it.
+pub fn cpu_kv_budget(available: Option<u64>) -> usize {
+    available.map_or(8 << 30, |b| usize::try_from(b / 2).unwrap_or(usize::MAX))
 }
 
 /// The KV budget of a GPU with `free` bytes free once the weights are in: 80%, leaving
@@ -222,8 +210,6 @@ pub fn default_row_cap(device: &Device) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn the_fallback_reason_drops_the_backtrace_but_keeps_the_error() {
         let inner = candle_core::Error::Msg("DriverError(CUDA_ERROR_NO_DEVICE)".into());
@@ -235,7 +221,7 @@ mod tests {
             traced.to_string().lines().count() > 1,
             "the trace is printed"
         );
-        let plain = without_backtrace(traced).to_string();
+        let plain = crate::without_backtrace(traced).to_string();
         assert_eq!(plain, "DriverError(CUDA_ERROR_NO_DEVICE)");
     }
 }

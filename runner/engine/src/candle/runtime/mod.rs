@@ -5,6 +5,7 @@ pub(crate) mod continuous;
 pub mod device;
 pub(crate) mod engine_core;
 mod forced;
+pub mod host_memory;
 pub mod kv_cache;
 pub(crate) mod model_runner;
 pub mod phases;

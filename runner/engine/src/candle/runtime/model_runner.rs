@@ -49,6 +49,8 @@ impl LogitTrace {
 pub(crate) struct ModelRunner<'e> {
     model: &'e dyn CausalLm,
     device: &'e Device,
+    /// The model as the engine names it, for errors about what it computes.
+    label: &'e str,
     logit_trace: Option<&'e LogitTrace>,
     reads: step::Reads,
     simulated_oom_above: Option<usize>,
@@ -59,6 +61,7 @@ impl<'e> ModelRunner<'e> {
         ModelRunner {
             model: engine.model.as_ref(),
             device: &engine.device,
+            label: &engine.label,
             logit_trace: engine.logit_trace.as_ref(),
             reads: match engine.block_reads {
                 true => step::Reads::Blocks,
@@ -198,6 +201,18 @@ impl<'e> ModelRunner<'e> {
                 trace.record(&row.request.id, row.seed, row.generated, l);
             }
         }
+        // NaN or infinite weights make NaN logits, from which the sampler still picks a
+        // token (id 0): the answers would be noise scored as answers.
+        if let Some(r) = timed(&mut times.choose_s, || non_finite_row(logits))? {
+            let id = rows.get(r).map(|row| row.request.id.to_string());
+            return Err(EngineError::Model(format!(
+                "{} computed logits that are not finite (NaN or infinite) for request {}: \
+                 its weights or config.json hold values it cannot run with; nothing of this \
+                 step was kept",
+                self.label,
+                id.unwrap_or_default()
+            )));
+        }
         let draws: Vec<(Sampling, f64)> = rows
             .iter()
             .map(|row| (row.request.sampling, row.key.uniform(row.generated)))
@@ -287,4 +302,26 @@ impl<'e> ModelRunner<'e> {
             KvCache::join_rows(parts, capacity)
         })?)
     }
+}
+
+/// The first row of `logits` (rows, vocab) holding a NaN or an infinity: scanned in
+/// place on the CPU; on a device reduced there (x - x is 0 for a finite x and NaN
+/// otherwise), one value per row crossing.
+fn non_finite_row(logits: &Tensor) -> Result<Option<usize>, EngineError> {
+    let (rows, vocab) = logits.dims2()?;
+    let logits = logits.to_dtype(candle_core::DType::F32)?.contiguous()?;
+    {
+        let (storage, layout) = logits.storage_and_layout();
+        if let candle_core::Storage::Cpu(cpu) = &*storage {
+            let data = &cpu.as_slice::<f32>()?[layout.start_offset()..][..rows * vocab];
+            return Ok(data
+                .chunks(vocab.max(1))
+                .position(|r| r.iter().any(|x| !x.is_finite())));
+        }
+    }
+    let flags: Vec<f32> = (&logits - &logits)?
+        .sum_keepdim(1)?
+        .flatten_all()?
+        .to_vec1()?;
+    Ok(flags.iter().position(|x| !x.is_finite()))
 }

@@ -1,0 +1,326 @@
+//! The pinned weight files of `models.toml` checked before first use: size, then
+//! SHA-256. The cache's blob names are not evidence (anyone who can write the cache can
+//! name a blob anything), so the digest is computed from the bytes, and remembered by
+//! path, size and times in a small file beside the model so that a rerun does not rehash
+//! 15 GB.
+
+use crate::candle::load::hub::{PanelEntry, PinnedFile};
+use crate::EngineError;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The file in a model's cache folder (`models--org--name/`) that remembers digests.
+pub const DIGEST_FILE: &str = "runner-digests.json";
+
+/// What a file looked like when its digest was computed. The change time is kept too:
+/// unlike the modification time, no user call can set it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Seen {
+    bytes: u64,
+    mtime: [i64; 2],
+    ctime: [i64; 2],
+    sha256: String,
+}
+
+impl Seen {
+    fn matches(&self, meta: &std::fs::Metadata) -> bool {
+        self.bytes == meta.len()
+            && self.mtime == [meta.mtime(), meta.mtime_nsec()]
+            && self.ctime == [meta.ctime(), meta.ctime_nsec()]
+    }
+}
+
+/// Digests remembered by canonical path. A missing or unreadable file is an empty
+/// memory, never an error: it only costs a rehash.
+#[derive(Debug, Default)]
+pub struct DigestMemory {
+    path: PathBuf,
+    seen: BTreeMap<String, Seen>,
+    changed: bool,
+}
+
+impl DigestMemory {
+    pub fn open(path: &Path) -> DigestMemory {
+        let seen = std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        DigestMemory {
+            path: path.to_path_buf(),
+            seen,
+            changed: false,
+        }
+    }
+
+    /// The SHA-256 of `file` (links followed): remembered while the file is unchanged,
+    /// computed otherwise.
+    pub fn sha256(&mut self, file: &Path) -> Result<String, EngineError> {
+        let io = |source| EngineError::Io {
+            path: file.to_path_buf(),
+            source,
+        };
+        let real = file.canonicalize().map_err(io)?;
+        let key = real.to_string_lossy().into_owned();
+        let meta = std::fs::metadata(&real).map_err(io)?;
+        if let Some(s) = self.seen.get(&key).filter(|s| s.matches(&meta)) {
+            return Ok(s.sha256.clone());
+        }
+        let sha256 = sha256_file(&real)?;
+        let seen = Seen {
+            bytes: meta.len(),
+            mtime: [meta.mtime(), meta.mtime_nsec()],
+            ctime: [meta.ctime(), meta.ctime_nsec()],
+            sha256: sha256.clone(),
+        };
+        self.seen.insert(key, seen);
+        self.changed = true;
+        Ok(sha256)
+    }
+
+    /// Writes what was learnt. A cache folder that cannot be written (read-only, shared)
+    /// only means the next run hashes again.
+    pub fn save(&mut self) {
+        if !self.changed {
+            return;
+        }
+        let Ok(text) = serde_json::to_vec_pretty(&self.seen) else {
+            return;
+        };
+        let tmp = self
+            .path
+            .with_extension(format!("{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &self.path).is_ok() {
+            self.changed = false;
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+pub fn sha256_file(path: &Path) -> Result<String, EngineError> {
+    let io = |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// How to get a good copy: the snapshot's entry and the blob behind it go, and the next
+/// run downloads them again.
+fn fetch_again(name: &str, file: &Path) -> String {
+    let blob = file
+        .canonicalize()
+        .ok()
+        .filter(|b| b.as_path() != file)
+        .map(|b| format!(" and the blob it links to, {}", b.display()))
+        .unwrap_or_default();
+    format!(
+        "delete {}{blob}, then fetch it again with `runner generate --model {name} --prompt hi` \
+         on a machine with network (without HF_HUB_OFFLINE)",
+        file.display()
+    )
+}
+
+/// Checks `weights` against the pins of panel model `name` and returns the SHA-256 of
+/// each file, by file name. The files must be exactly the pinned ones; each must have
+/// its pinned size and digest. An entry without pins gets its digests computed only.
+pub fn verify(
+    name: &str,
+    entry: &PanelEntry,
+    weights: &[PathBuf],
+    memory: &mut DigestMemory,
+) -> Result<BTreeMap<String, String>, EngineError> {
+    let pins: BTreeMap<&str, &PinnedFile> =
+        entry.files.iter().map(|f| (f.name.as_str(), f)).collect();
+    if !pins.is_empty() {
+        let found: Vec<String> = weights.iter().map(|w| file_name(w)).collect();
+        let mut sorted = found.clone();
+        sorted.sort();
+        let pinned: Vec<&str> = pins.keys().copied().collect();
+        if sorted != pinned {
+            return Err(EngineError::Model(format!(
+                "{name} ({} at {}): the weight files found ({}) are not the pinned ones ({}); \
+                 delete the model's snapshot folder and fetch it again with \
+                 `runner generate --model {name} --prompt hi`",
+                entry.repo,
+                entry.revision,
+                found.join(", "),
+                pinned.join(", ")
+            )));
+        }
+    }
+    let mut digests = BTreeMap::new();
+    for w in weights {
+        let file = file_name(w);
+        if let Some(pin) = pins.get(file.as_str()) {
+            let bytes = std::fs::metadata(w)
+                .map_err(|source| EngineError::Io {
+                    path: w.clone(),
+                    source,
+                })?
+                .len();
+            if bytes != pin.bytes {
+                return Err(EngineError::Model(format!(
+                    "{name}: {} holds {bytes} bytes, but the pin in models.toml is {} bytes \
+                     (sha256 {}); {}",
+                    w.display(),
+                    pin.bytes,
+                    pin.sha256,
+                    fetch_again(name, w)
+                )));
+            }
+        }
+        let digest = memory.sha256(w);
+        memory.save();
+        let digest = digest?;
+        if let Some(pin) = pins.get(file.as_str()) {
+            if !digest.eq_ignore_ascii_case(&pin.sha256) {
+                return Err(EngineError::Model(format!(
+                    "{name}: {} has sha256 {digest}, but the pin in models.toml is {}; {}",
+                    w.display(),
+                    pin.sha256,
+                    fetch_again(name, w)
+                )));
+            }
+        }
+        digests.insert(file, digest);
+    }
+    Ok(digests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candle::load::hub::Panel;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("engine-pins-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A panel entry pinning `model.safetensors` to `bytes` and `sha256`.
+    fn entry(bytes: u64, sha256: &str) -> PanelEntry {
+        let mut e = Panel::builtin().unwrap().models["qwen2.5-1.5b"].clone();
+        e.files = vec![PinnedFile {
+            name: "model.safetensors".into(),
+            bytes,
+            sha256: sha256.into(),
+        }];
+        e
+    }
+
+    /// `model.safetensors` as the cache lays it out: a link to a blob named by `blob_name`.
+    fn cached(dir: &Path, blob_name: &str, content: &[u8]) -> PathBuf {
+        std::fs::create_dir_all(dir.join("blobs")).unwrap();
+        std::fs::create_dir_all(dir.join("snap")).unwrap();
+        std::fs::write(dir.join("blobs").join(blob_name), content).unwrap();
+        let link = dir.join("snap/model.safetensors");
+        std::os::unix::fs::symlink(format!("../blobs/{blob_name}"), &link).unwrap();
+        link
+    }
+
+    fn sha(b: &[u8]) -> String {
+        format!("{:x}", Sha256::digest(b))
+    }
+
+    #[test]
+    fn a_blob_named_by_the_pin_but_holding_other_bytes_is_refused_with_both_digests() {
+        let dir = scratch("forged");
+        let pinned = sha(b"the real weights");
+        // Same length as the pinned content, so the size check passes and the hash decides.
+        let link = cached(&dir, &pinned, b"a fixture model!");
+        let mut memory = DigestMemory::open(&dir.join(DIGEST_FILE));
+        let err = verify(
+            "qwen2.5-1.5b",
+            &entry(16, &pinned),
+            &[link.clone()],
+            &mut memory,
+        )
+        .unwrap_err()
+        .to_string();
+        for part in [
+            link.display().to_string(),
+            pinned.clone(),
+            sha(b"a fixture model!"),
+            "runner generate --model qwen2.5-1.5b".into(),
+            dir.join("blobs").join(&pinned).display().to_string(),
+        ] {
+            assert!(err.contains(&part), "{part:?} missing from: {err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_another_size_is_refused_before_it_is_hashed() {
+        let dir = scratch("size");
+        let link = cached(&dir, "blob", b"short");
+        let mut memory = DigestMemory::open(&dir.join(DIGEST_FILE));
+        let err = verify("m", &entry(3087467144, &sha(b"x")), &[link], &mut memory)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("holds 5 bytes") && err.contains("3087467144"),
+            "{err}"
+        );
+        assert!(!dir.join(DIGEST_FILE).exists(), "nothing was hashed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_other_than_the_pinned_ones_are_refused() {
+        let dir = scratch("set");
+        let link = cached(&dir, "blob", b"weights");
+        let mut e = entry(7, &sha(b"weights"));
+        e.files[0].name = "model-00001-of-00002.safetensors".into();
+        let mut memory = DigestMemory::open(&dir.join(DIGEST_FILE));
+        let err = verify("m", &e, &[link], &mut memory)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not the pinned ones"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_verified_digest_is_remembered_until_the_file_changes() {
+        let dir = scratch("memory");
+        let link = cached(&dir, "blob", b"weights");
+        let e = entry(7, &sha(b"weights"));
+        let memo = dir.join(DIGEST_FILE);
+        let digests = verify("m", &e, &[link.clone()], &mut DigestMemory::open(&memo)).unwrap();
+        assert_eq!(digests["model.safetensors"], sha(b"weights"));
+        // The remembered digest is what a rerun uses: forge it, and the rerun reports the
+        // forgery instead of rehashing (which is how a 15 GB file is not read again).
+        let text = std::fs::read_to_string(&memo).unwrap();
+        let forged = text.replace(&sha(b"weights"), &sha(b"remembered"));
+        std::fs::write(&memo, forged).unwrap();
+        let mut memory = DigestMemory::open(&memo);
+        assert_eq!(memory.sha256(&link).unwrap(), sha(b"remembered"));
+        // Rewritten (same size), the file is hashed again.
+        std::fs::write(dir.join("blobs/blob"), b"Weights").unwrap();
+        let mut memory = DigestMemory::open(&memo);
+        assert_eq!(memory.sha256(&link).unwrap(), sha(b"Weights"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
