@@ -6,16 +6,18 @@
 //! file is sparse on disk, so the test costs nothing, and the head is larger than any
 //! machine the tests run on.
 
-use crate::common::{runner, s, scratch_dir, text};
+use crate::common::{runner, runner_exe, s, scratch_dir, text};
+use crate::memory_cgroup::MemoryCgroup;
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use std::io::Write;
 
-/// `dir/model.safetensors` declaring one (vocab, hidden) f32 table of `elements` values.
+/// `dir/model.safetensors` declaring one (vocab, hidden) f32 table of `elements` values,
+/// and the config's vocab_size set to agree with it (the tiny fixture's hidden size is 64).
 fn huge_weights(dir: &std::path::Path, elements: u64) {
     let header = serde_json::json!({
         "model.embed_tokens.weight": {
             "dtype": "F32",
-            "shape": [elements / 1024, 1024],
+            "shape": [elements / HIDDEN, HIDDEN],
             "data_offsets": [0, elements * 4],
         }
     })
@@ -25,7 +27,15 @@ fn huge_weights(dir: &std::path::Path, elements: u64) {
     f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
     f.write_all(header.as_bytes()).unwrap();
     f.set_len(8 + header.len() as u64 + elements * 4).unwrap();
+    let config = dir.join("config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(c["hidden_size"], HIDDEN, "the fixture's hidden size");
+    c["vocab_size"] = (elements / HIDDEN).into();
+    std::fs::write(&config, c.to_string()).unwrap();
 }
+
+const HIDDEN: u64 = 64;
 
 #[test]
 fn a_model_that_cannot_fit_is_refused_before_loading_with_the_figures() {
@@ -161,4 +171,81 @@ fn a_run_states_its_kv_budget_and_row_limit_as_it_starts() {
         "{line}"
     );
     assert!(line.contains(" KB a token, "), "{line}");
+}
+
+/// The GB figure of the run's "KV cache up to X GB" line.
+fn kv_budget_gb(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("KV cache up to "))
+        .unwrap_or_else(|| panic!("no KV line in:\n{stderr}"));
+    line.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// Inside a memory cgroup (a Slurm job's), the KV cache is sized by what the group
+/// leaves, not by the host's free memory: sized by the host, a run in a small group is
+/// killed by the kernel with nothing journaled.
+#[test]
+fn a_run_inside_a_memory_cgroup_sizes_its_kv_cache_by_the_groups_limit() {
+    let limit: u64 = 256 << 20;
+    let group = match MemoryCgroup::create("creg-kv", limit) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("skipped: no memory cgroup can be made here ({why})");
+            return;
+        }
+    };
+    let dir = scratch_dir("kv-cgroup");
+    let model = dir.join("model");
+    runner_engine::candle::fixture::write_fixture_with(
+        Arch::Qwen2,
+        Size::Tiny,
+        &model,
+        Some((
+            creg::workload::tokenizer_corpus().unwrap(),
+            creg::workload::SMOKE_VOCAB,
+        )),
+    )
+    .unwrap();
+    let args = [
+        "run",
+        "--model",
+        s(&model),
+        "--condition",
+        "canonical_json",
+        "--tasks",
+        "belief",
+        "--limit",
+        "1",
+        "--shard",
+        "0/23",
+        "--seeds",
+        "42",
+        "--max-new-tokens",
+        "2",
+        "--device",
+        "cpu",
+    ];
+    let inside_out = dir.join("inside");
+    let mut inside = args.to_vec();
+    inside.extend(["--out", s(&inside_out)]);
+    let o = group.command(&runner_exe(), &inside).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let budget = kv_budget_gb(&err);
+    assert!(
+        budget * 1e9 <= limit as f64 / 2.0,
+        "a {limit}-byte group got a KV budget of {budget} GB:\n{err}"
+    );
+
+    let outside_out = dir.join("outside");
+    let mut outside = args.to_vec();
+    outside.extend(["--out", s(&outside_out)]);
+    let o = runner(&outside);
+    let host_budget = kv_budget_gb(&text(&o.stderr));
+    assert!(
+        host_budget > budget,
+        "the host's budget {host_budget} GB is not above the group's {budget} GB"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

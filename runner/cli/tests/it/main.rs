@@ -19,6 +19,8 @@ mod first_hour;
 mod hf_conventions;
 mod hostile_mirror;
 mod hostile_models;
+#[path = "../support/memory_cgroup.rs"]
+mod memory_cgroup;
 mod pins;
 mod probe_abstention;
 mod probe_baselines;

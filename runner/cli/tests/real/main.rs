@@ -10,6 +10,9 @@
 
 mod agreement;
 mod invariance;
+mod memory;
+#[path = "../support/memory_cgroup.rs"]
+mod memory_cgroup;
 mod parity;
 mod resume;
 mod smoke;

@@ -8,8 +8,8 @@
 //! The layout is the cache's own (`blobs/`, `snapshots/<commit>/<file>` links), so the
 //! Hugging Face tools read what this writes. No `refs/` are written: a pin is a commit.
 
+use crate::candle::load::cache::repo_folder;
 use crate::candle::load::commit::Commit;
-use crate::candle::load::hub::repo_folder;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -4,82 +4,14 @@
 //! The cache is searched first and, with HF_HUB_OFFLINE set, exclusively: the download
 //! client does not honour that variable itself.
 
+pub use crate::candle::load::cache::{cached_snapshot, hub_cache_dir, offline, repo_folder};
 use crate::candle::load::commit::Commit;
+pub use crate::candle::load::panel::{GoldenChat, Panel, PanelEntry, PinnedFile, BUILTIN_PANEL};
 use crate::candle::load::pins::{self, sha256_file, DigestMemory};
 use crate::EngineError;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// One pinned model of `models.toml`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PanelEntry {
-    pub repo: String,
-    pub revision: Commit,
-    pub tokenizer_repo: String,
-    pub tokenizer_revision: Commit,
-    /// The model file that runs it: qwen2, llama or gemma3.
-    pub arch: String,
-    pub dtype: String,
-    pub gated: bool,
-    pub license: String,
-    #[serde(default)]
-    pub files: Vec<PinnedFile>,
-    /// Reference renderings of the chat template; `{system}` and `{user}` stand for the
-    /// message contents.
-    pub chat: GoldenChat,
-    /// An OpenAI-compatible server that serves this model (`runner --model NAME` then
-    /// runs through it, under the repo's name, with this entry's tokenizer).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PinnedFile {
-    pub name: String,
-    pub bytes: u64,
-    pub sha256: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GoldenChat {
-    pub rendered_system_user: String,
-    pub rendered_user_only: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Panel {
-    pub models: BTreeMap<String, PanelEntry>,
-}
-
-/// The project's `models.toml`, built into the binary.
-pub const BUILTIN_PANEL: &str = include_str!("../../../../../models.toml");
-
-impl Panel {
-    /// The panel built into the binary.
-    pub fn builtin() -> Result<Panel, EngineError> {
-        Panel::parse(BUILTIN_PANEL, Path::new("models.toml"))
-    }
-
-    pub fn parse(text: &str, path: &Path) -> Result<Panel, EngineError> {
-        toml::from_str(text).map_err(|e| EngineError::BadFile {
-            what: "model panel",
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
-    }
-
-    pub fn load(path: &Path) -> Result<Panel, EngineError> {
-        let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Panel::parse(&text, path)
-    }
-}
 
 /// The files of one model, wherever they came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,44 +112,6 @@ fn shard_names(index: &Path) -> Result<Vec<String>, EngineError> {
         });
     }
     Ok(names)
-}
-
-/// The hub cache folder: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub.
-pub fn hub_cache_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("HF_HUB_CACHE") {
-        return PathBuf::from(p);
-    }
-    if let Some(p) = std::env::var_os("HF_HOME") {
-        return PathBuf::from(p).join("hub");
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    home.join(".cache").join("huggingface").join("hub")
-}
-
-pub fn offline() -> bool {
-    matches!(
-        std::env::var("HF_HUB_OFFLINE")
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref(),
-        Ok("1" | "true" | "yes" | "on")
-    )
-}
-
-/// The cache's folder of `repo`: `models--org--name`.
-pub fn repo_folder(cache: &Path, repo: &str) -> PathBuf {
-    cache.join(format!("models--{}", repo.replace('/', "--")))
-}
-
-/// The snapshot folder of `repo` at the commit `revision` in the cache, if present.
-/// Branch names (`refs/<name>`) are never followed: a pin is a commit.
-pub fn cached_snapshot(cache: &Path, repo: &str, revision: &Commit) -> Option<PathBuf> {
-    let snap = repo_folder(cache, repo)
-        .join("snapshots")
-        .join(revision.as_str());
-    snap.is_dir().then_some(snap)
 }
 
 const MODEL_FILES: [&str; 4] = [

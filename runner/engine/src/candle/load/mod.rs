@@ -2,11 +2,13 @@
 //! builds the model; eos ids come from both config files, the tokenizer and chat
 //! template from theirs.
 
+pub mod cache;
 pub mod commit;
 pub mod download;
 pub mod encoder;
 pub mod hub;
 pub mod memory;
+pub mod panel;
 pub mod pins;
 
 use crate::candle::checkpoint::Checkpoint;

@@ -1,0 +1,78 @@
+//! The model panel: `models.toml`'s pinned models (repository, commit, files and their
+//! digests, licence, endpoint). Configuration the loader reads, not the loader.
+
+use crate::candle::load::commit::Commit;
+use crate::EngineError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One pinned model of `models.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanelEntry {
+    pub repo: String,
+    pub revision: Commit,
+    pub tokenizer_repo: String,
+    pub tokenizer_revision: Commit,
+    /// The model file that runs it: qwen2, llama or gemma3.
+    pub arch: String,
+    pub dtype: String,
+    pub gated: bool,
+    pub license: String,
+    #[serde(default)]
+    pub files: Vec<PinnedFile>,
+    /// Reference renderings of the chat template; `{system}` and `{user}` stand for the
+    /// message contents.
+    pub chat: GoldenChat,
+    /// An OpenAI-compatible server that serves this model (`runner --model NAME` then
+    /// runs through it, under the repo's name, with this entry's tokenizer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedFile {
+    pub name: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldenChat {
+    pub rendered_system_user: String,
+    pub rendered_user_only: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Panel {
+    pub models: BTreeMap<String, PanelEntry>,
+}
+
+/// The project's `models.toml`, built into the binary.
+pub const BUILTIN_PANEL: &str = include_str!("../../../../../models.toml");
+
+impl Panel {
+    /// The panel built into the binary.
+    pub fn builtin() -> Result<Panel, EngineError> {
+        Panel::parse(BUILTIN_PANEL, Path::new("models.toml"))
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Panel, EngineError> {
+        toml::from_str(text).map_err(|e| EngineError::BadFile {
+            what: "model panel",
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Panel, EngineError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Panel::parse(&text, path)
+    }
+}
