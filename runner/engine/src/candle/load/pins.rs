@@ -255,7 +255,7 @@ mod tests {
         let err = verify(
             "qwen2.5-1.5b",
             &entry(16, &pinned),
-            &[link.clone()],
+            std::slice::from_ref(&link),
             &mut memory,
         )
         .unwrap_err()
@@ -308,7 +308,13 @@ mod tests {
         let link = cached(&dir, "blob", b"weights");
         let e = entry(7, &sha(b"weights"));
         let memo = dir.join(DIGEST_FILE);
-        let digests = verify("m", &e, &[link.clone()], &mut DigestMemory::open(&memo)).unwrap();
+        let digests = verify(
+            "m",
+            &e,
+            std::slice::from_ref(&link),
+            &mut DigestMemory::open(&memo),
+        )
+        .unwrap();
         assert_eq!(digests["model.safetensors"], sha(b"weights"));
         // The remembered digest is what a rerun uses: forge it, and the rerun reports the
         // forgery instead of rehashing (which is how a 15 GB file is not read again).

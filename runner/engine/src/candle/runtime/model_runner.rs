@@ -305,7 +305,7 @@ impl<'e> ModelRunner<'e> {
 }
 
 /// The first row of `logits` (rows, vocab) holding a NaN or an infinity: scanned in
-/// place on the CPU; on a device reduced there (x - x is 0 for a finite x and NaN
+/// place on the CPU; on a device reduced there (0 * x is 0 for a finite x and NaN
 /// otherwise), one value per row crossing.
 fn non_finite_row(logits: &Tensor) -> Result<Option<usize>, EngineError> {
     let (rows, vocab) = logits.dims2()?;
@@ -319,7 +319,8 @@ fn non_finite_row(logits: &Tensor) -> Result<Option<usize>, EngineError> {
                 .position(|r| r.iter().any(|x| !x.is_finite())));
         }
     }
-    let flags: Vec<f32> = (&logits - &logits)?
+    let flags: Vec<f32> = logits
+        .affine(0.0, 0.0)?
         .sum_keepdim(1)?
         .flatten_all()?
         .to_vec1()?;
