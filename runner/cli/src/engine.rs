@@ -8,6 +8,7 @@ use runner_engine::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner_engine::bench::sampler::SamplerBench;
 use runner_engine::candle::fixture::{Arch, Size};
 use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
+use runner_engine::candle::load::pins::{self, DigestMemory};
 use runner_engine::candle::{Refill, Scheduler};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -107,14 +108,15 @@ pub fn models(args: ModelsArgs) -> Result<ExitCode> {
                 ""
             }
         );
+        let memory = DigestMemory::open(&hub::repo_folder(&cache, &e.repo).join(pins::DIGEST_FILE));
         for f in &e.files {
-            let here = snapshot.as_ref().is_some_and(|d| d.join(&f.name).is_file());
+            let state = match &snapshot {
+                Some(d) => pins::cached_state(&d.join(&f.name), f, &memory),
+                None => "not cached".into(),
+            };
             println!(
-                "  {} {:>14} bytes sha256 {} {}",
-                f.name,
-                f.bytes,
-                f.sha256,
-                if here { "cached" } else { "not cached" }
+                "  {} {:>14} bytes sha256 {} {state}",
+                f.name, f.bytes, f.sha256,
             );
         }
         match snapshot {

@@ -113,6 +113,11 @@ fn a_cached_blob_named_by_the_pin_but_holding_a_fixture_does_not_run_as_the_pane
     );
     let err = refused(&out);
     let size = std::fs::metadata(&blob).unwrap().len();
+    let listed = text(&runner_in(&hub, &["models", "qwen2.5-1.5b"]).stdout);
+    assert!(
+        listed.contains(&format!("cached, but {size} bytes: not the pinned file")),
+        "`runner models` calls a fixture in the pin's place cached: {listed}"
+    );
     for part in [
         format!("holds {size} bytes"),
         "3087467144 bytes".into(),
@@ -169,6 +174,13 @@ fn the_manifest_records_the_digest_computed_and_a_blob_changed_later_is_refused(
             .unwrap();
     let digests = find(&manifest, "weights_sha256").expect("weights_sha256 in the manifest");
     assert_eq!(digests["model.safetensors"], real.as_str());
+    let models = |hub: &Path| {
+        let o = runner_in(hub, &["models", "pinned", "--panel", s(&panel)]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let listed = models(&hub);
+    assert!(listed.contains("cached, sha256 verified"), "{listed}");
 
     // The same bytes rewritten with one changed: same size, another digest.
     let mut content = std::fs::read(&blob).unwrap();
@@ -176,10 +188,22 @@ fn the_manifest_records_the_digest_computed_and_a_blob_changed_later_is_refused(
     content[last] ^= 1;
     std::fs::write(&blob, &content).unwrap();
     let changed = sha256_hex(&content);
+    let listed = models(&hub);
+    assert!(
+        listed.contains("cached, sha256 checked at first use"),
+        "{listed}"
+    );
     let err = refused(&runner_in(&hub, &args));
     for part in [&real, &changed, "runner generate --model pinned"] {
         assert!(err.contains(part), "{part:?} missing from: {err}");
     }
+    let listed = models(&hub);
+    assert!(
+        listed.contains(&format!(
+            "cached, but sha256 {changed}: not the pinned file"
+        )),
+        "{listed}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -56,6 +56,16 @@ impl DigestMemory {
         }
     }
 
+    /// The digest remembered for `file` while it is unchanged, without hashing it.
+    pub fn remembered(&self, file: &Path) -> Option<&str> {
+        let real = file.canonicalize().ok()?;
+        let meta = std::fs::metadata(&real).ok()?;
+        self.seen
+            .get(real.to_string_lossy().as_ref())
+            .filter(|s| s.matches(&meta))
+            .map(|s| s.sha256.as_str())
+    }
+
     /// The SHA-256 of `file` (links followed): remembered while the file is unchanged,
     /// computed otherwise.
     pub fn sha256(&mut self, file: &Path) -> Result<String, EngineError> {
@@ -98,6 +108,22 @@ impl DigestMemory {
         } else {
             let _ = std::fs::remove_file(&tmp);
         }
+    }
+}
+
+/// What the cache holds for one pinned file, as `runner models` says it, without
+/// hashing: a run checks the digest before first use.
+pub fn cached_state(file: &Path, pin: &PinnedFile, memory: &DigestMemory) -> String {
+    let Ok(meta) = std::fs::metadata(file) else {
+        return "not cached".into();
+    };
+    if meta.len() != pin.bytes {
+        return format!("cached, but {} bytes: not the pinned file", meta.len());
+    }
+    match memory.remembered(file) {
+        Some(d) if d.eq_ignore_ascii_case(&pin.sha256) => "cached, sha256 verified".into(),
+        Some(d) => format!("cached, but sha256 {d}: not the pinned file"),
+        None => "cached, sha256 checked at first use".into(),
     }
 }
 
