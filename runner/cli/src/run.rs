@@ -298,7 +298,8 @@ pub fn run_command(args: RunArgs) -> Result<ExitCode> {
 pub struct ScoreArgs {
     /// Run folders (each with manifest.json and journal.jsonl).
     dirs: Vec<PathBuf>,
-    /// Where the combined report of several runs goes (default outputs/combined).
+    /// Write one report of the runs here and only read the run folders. Without it each
+    /// run's own reports are rewritten, and several runs pooled into outputs/combined.
     #[arg(long)]
     out: Option<PathBuf>,
     /// The suite file the runs used, when it is not the frozen CREG suite or the
@@ -327,10 +328,7 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
         dirs: &args.dirs,
         suite_file: args.suite_file.as_deref(),
         keep_first: args.keep_first,
-        combined_out: args
-            .out
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("outputs").join("combined")),
+        out: args.out.clone(),
         suites: &runner::SUITES,
     };
     rescore::rescore(&job, &mut |event| match event {
@@ -358,7 +356,15 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
         ),
         Event::Combined { out, summary } => {
             print!("{summary}");
-            eprintln!("combined reports in {}", out.display());
+            eprintln!(
+                "reports of {} in {}",
+                if args.dirs.len() == 1 {
+                    "the run"
+                } else {
+                    "the runs together"
+                },
+                out.display()
+            );
         }
         Event::ScoresDiffer {
             dir,

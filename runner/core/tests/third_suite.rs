@@ -203,7 +203,7 @@ fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alo
         dirs: &dirs,
         suite_file: None,
         keep_first: false,
-        combined_out: dir.join("combined"),
+        out: None,
         suites: &SUITES,
     };
     rescore(&job, &mut |e| {

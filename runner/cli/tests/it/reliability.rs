@@ -202,6 +202,56 @@ fn pooled_runs_holding_the_same_samples_are_refused_unless_told_how() {
     assert!(combined.join("scores.json").is_file());
 }
 
+/// Every file under `dir` with its bytes and modification time.
+fn files_of(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_of(&path));
+        } else {
+            let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+            out.push((path.clone(), std::fs::read(&path).unwrap(), modified));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn set_read_only(dir: &Path, read_only: bool) {
+    let mut p = std::fs::metadata(dir).unwrap().permissions();
+    p.set_readonly(read_only);
+    std::fs::set_permissions(dir, p).unwrap();
+}
+
+/// `score … --out DIR` only reads the runs it is given: a shared or read-only run folder
+/// stays as it was, file for file and time for time (the tests run as root too, where
+/// permissions alone would not show a write).
+#[test]
+fn score_with_out_only_reads_the_runs_it_is_given() {
+    let out = scratch("score-out");
+    ok(&oracle(&out, &["--run", "a"]));
+    ok(&oracle(&out, &["--run", "b", "--seeds", "45"]));
+    let runs = [out.join("oracle").join("a"), out.join("oracle").join("b")];
+    let before: Vec<_> = runs.iter().map(|d| files_of(d)).collect();
+    runs.iter().for_each(|d| set_read_only(d, true));
+    let (combined, one) = (out.join("combined"), out.join("one"));
+    let both = runner(&["score", s(&runs[0]), s(&runs[1]), "--out", s(&combined)]);
+    let single = runner(&["score", s(&runs[0]), "--out", s(&one)]);
+    runs.iter().for_each(|d| set_read_only(d, false));
+    for o in [&both, &single] {
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    let after: Vec<_> = runs.iter().map(|d| files_of(d)).collect();
+    assert!(before == after, "score --out wrote into its inputs");
+    for dir in [&combined, &one] {
+        assert!(dir.join("report.html").is_file(), "{}", dir.display());
+    }
+    assert!(text(&single.stderr).contains(&format!("reports of the run in {}", one.display())));
+    let summary = std::fs::read_to_string(combined.join("summary.md")).unwrap();
+    assert!(summary.contains("combined runs"), "{summary}");
+}
+
 #[test]
 fn bad_limits_names_and_folders_are_refused_before_any_work() {
     let out = scratch("limits");

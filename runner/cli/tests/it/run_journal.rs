@@ -240,7 +240,7 @@ fn each_invocation_of_a_resumed_run_keeps_its_batch_figures_and_the_report_pools
         dirs: &dirs,
         suite_file: None,
         keep_first: false,
-        combined_out: dir.join("combined"),
+        out: None,
         suites: &runner::SUITES,
     };
     rescore(&job, &mut |_| {}).unwrap();

@@ -16,8 +16,11 @@ pub struct Rescore<'a> {
     pub suite_file: Option<&'a Path>,
     /// Pool runs that hold the same (model, request, seed), keeping the first run's.
     pub keep_first: bool,
-    /// Where the combined report of several runs goes.
-    pub combined_out: PathBuf,
+    /// Where the reports go. None: each run's own reports are rewritten in its folder,
+    /// and several runs are pooled into [`DEFAULT_COMBINED`]. Some: the runs are only
+    /// read, and one report of them all goes there (a read-only or shared run stays
+    /// as it is).
+    pub out: Option<PathBuf>,
     /// The suites a run may be of.
     pub suites: &'a Registry,
 }
@@ -47,6 +50,9 @@ pub enum Event {
         first: (String, u64),
     },
 }
+
+/// Where several runs' pooled report goes without `out`.
+pub const DEFAULT_COMBINED: &str = "outputs/combined";
 
 /// The workload a journaled run was planned with, rebuilt from its manifest.
 pub fn workload_of(
@@ -103,16 +109,26 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
             mut reading,
         } = run;
         let records = std::mem::take(&mut reading.records);
-        let records = rescore_alone(job, &dir, w.as_ref(), &label, records, on_event)?;
+        warn_if_scores_differ(&dir, w.as_ref(), &records, on_event);
+        let records = match job.out {
+            None => rescore_alone(job, &dir, w.as_ref(), &label, records, on_event)?,
+            Some(_) => records,
+        };
         pool.manifests
             .push(source_of(&label, &dir, &reading.manifest));
         pool.add(job, k, label, records, on_event)?;
         workload = Some(w);
     }
-    let Some(w) = workload.filter(|_| pool.runs.len() > 1) else {
+    let Some(w) = workload else {
         return Ok(());
     };
-    write_combined(job, &pool, w.as_ref(), on_event)
+    match &job.out {
+        Some(out) => write_combined(out, &pool, w.as_ref(), on_event),
+        None if pool.runs.len() > 1 => {
+            write_combined(Path::new(DEFAULT_COMBINED), &pool, w.as_ref(), on_event)
+        }
+        None => Ok(()),
+    }
 }
 
 /// Reads every run and its workload, refusing runs of different suites.
@@ -203,13 +219,6 @@ fn rescore_alone(
     records: Vec<SampleRecord>,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Vec<SampleRecord>, RunError> {
-    if let Some((samples, first)) = stored_scores_differ(w, &records) {
-        on_event(Event::ScoresDiffer {
-            dir: dir.to_path_buf(),
-            samples,
-            first,
-        });
-    }
     let title = format!("{}: {label}", w.name());
     let one = [(label.to_string(), records)];
     let summary = w.report(&one, dir, &title)?;
@@ -220,6 +229,22 @@ fn rescore_alone(
     });
     let [(_, records)] = one;
     Ok(records)
+}
+
+/// Says so when stored scores of `dir`'s records differ from the recomputed ones.
+fn warn_if_scores_differ(
+    dir: &Path,
+    w: &dyn Workload,
+    records: &[SampleRecord],
+    on_event: &mut dyn FnMut(Event),
+) {
+    if let Some((samples, first)) = stored_scores_differ(w, records) {
+        on_event(Event::ScoresDiffer {
+            dir: dir.to_path_buf(),
+            samples,
+            first,
+        });
+    }
 }
 
 /// How many of `records` hold stored scores that rescoring their answers does not give
@@ -299,15 +324,14 @@ impl Pool {
     }
 }
 
-/// The pooled runs' report in `job.combined_out`, beside the manifests of the runs it
+/// The pooled runs' report in `out`, beside the manifests of the runs it
 /// combines (its provenance).
 fn write_combined(
-    job: &Rescore,
+    out: &Path,
     pool: &Pool,
     w: &dyn Workload,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<(), RunError> {
-    let out = &job.combined_out;
     let sources = out.join(crate::report::provenance::RUNS_FILE);
     let text = serde_json::to_string_pretty(&pool.manifests).unwrap_or_default();
     std::fs::create_dir_all(out)
@@ -317,10 +341,13 @@ fn write_combined(
             source,
         })?;
     let labels: Vec<&str> = pool.runs.iter().map(|(l, _)| l.as_str()).collect();
-    let title = format!("{}: combined runs ({})", w.name(), labels.join(", "));
+    let title = match labels.as_slice() {
+        [one] => format!("{}: {one}", w.name()),
+        _ => format!("{}: combined runs ({})", w.name(), labels.join(", ")),
+    };
     let summary = w.report(&pool.runs, out, &title)?;
     on_event(Event::Combined {
-        out: out.clone(),
+        out: out.to_path_buf(),
         summary,
     });
     Ok(())
