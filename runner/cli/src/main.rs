@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod engine;
 mod generate;
+mod interrupt;
 mod journal;
 mod probe;
 mod progress;
@@ -179,5 +180,6 @@ static HEAP: runner_engine::alloc_count::CountingAlloc =
 fn main() -> std::process::ExitCode {
     // Before any other thread exists: both set process-wide state.
     runner_engine::process::tune();
+    interrupt::install();
     run_cli()
 }

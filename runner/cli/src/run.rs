@@ -231,6 +231,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     if let Some(w) = &watch {
         w.set_bar(&bar.bar);
     }
+    super::interrupt::watch(&dir);
     if !args.quiet {
         print_start(&dir, workload.as_ref(), Some(&backend.describe()));
         if let Some(bounds) = backend.memory_bounds() {
@@ -258,21 +259,50 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// A finished run's summary and where its reports are.
+/// A finished run's headline, its size and time, and where its reports are: the full
+/// tables (hundreds of lines) are in the files, not on the terminal.
 pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
-    print!("{}", outcome.summary);
+    print!("{}", headline_of(&outcome.summary));
     println!(
-        "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s; reports in {}",
-        outcome.running.done,
-        outcome.running.generated,
-        outcome.recovered,
-        outcome.seconds,
-        dir.display()
+        "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s",
+        outcome.running.done, outcome.running.generated, outcome.recovered, outcome.seconds,
     );
     // The same words and figures as the run's summary.md (for this invocation alone).
     if let Some(u) = outcome.batch.as_ref().and_then(|b| b.describe()) {
         println!("Batch utilization ({UTILIZATION_MEANING}): {u}");
     }
+    print_report_paths(dir);
+}
+
+/// The start of a run's summary.md up to its first section's end: the title, the
+/// provenance and the headline table.
+pub(super) fn headline_of(summary: &str) -> &str {
+    let mut sections = summary.match_indices("\n## ").map(|(i, _)| i);
+    match (sections.next(), sections.next()) {
+        (Some(_), Some(second)) => &summary[..second + 1],
+        _ => summary,
+    }
+}
+
+/// Where a report folder's page and full tables are.
+pub(super) fn print_report_paths(dir: &Path) {
+    let page = dir.join("report.html");
+    if page.is_file() {
+        println!("Report: {}", page.display());
+    }
+    let beside: Vec<&str> = ["tables.tex", "scores.csv", "scores.json"]
+        .into_iter()
+        .filter(|f| dir.join(f).is_file())
+        .collect();
+    println!(
+        "All tables: {}{}",
+        dir.join("summary.md").display(),
+        if beside.is_empty() {
+            String::new()
+        } else {
+            format!(" (beside it {})", beside.join(", "))
+        }
+    );
 }
 
 /// The line a run starts with: its folder and size, and what answers it.
@@ -338,7 +368,8 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
             summary,
         } => {
             if let Some(s) = summary {
-                print!("{s}");
+                print!("{}", headline_of(&s));
+                print_report_paths(&dir);
             }
             eprintln!(
                 "{}: {samples} samples rescored; reports rewritten",
@@ -355,7 +386,8 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
             holder.display()
         ),
         Event::Combined { out, summary } => {
-            print!("{summary}");
+            print!("{}", headline_of(&summary));
+            print_report_paths(&out);
             eprintln!(
                 "reports of {} in {}",
                 if args.dirs.len() == 1 {

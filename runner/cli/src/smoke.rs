@@ -116,6 +116,7 @@ impl Observer for Progress {
 impl SmokeObserver for Progress {
     fn starting(&mut self, model: &str, dir: &Path, workload: &dyn Workload) {
         println!("\n==> smoke run: {model}\n");
+        super::interrupt::watch(dir);
         super::run::print_start(dir, workload, None);
         self.bar = Some(Bar::new(workload.headline(), false));
     }

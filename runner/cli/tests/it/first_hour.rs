@@ -403,3 +403,107 @@ fn an_endpoint_that_is_not_a_url_is_refused_at_once() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A run ends with its headline and where the report is, not with every table; Ctrl-C
+/// says how many samples are journaled and how to go on, and exits 130.
+#[test]
+fn a_run_ends_with_its_report_path_and_ctrl_c_says_what_was_kept() {
+    let dir = scratch("ctrl-c");
+    let model = dir.join("model");
+    runner_engine::candle::fixture::write_fixture_with(
+        Arch::Qwen2,
+        Size::Tiny,
+        &model,
+        Some((
+            creg::workload::tokenizer_corpus().unwrap(),
+            creg::workload::SMOKE_VOCAB,
+        )),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let small = ok(&[
+        "--model",
+        s(&model),
+        "--condition",
+        "canonical_json",
+        "--tasks",
+        "belief",
+        "--limit",
+        "1",
+        "--seeds",
+        "42",
+        "--max-new-tokens",
+        "4",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        s(&out),
+    ]);
+    let said = text(&small.stdout);
+    let run_dir = out.join("model").join("creg-v1.0");
+    assert!(said.contains("## Headline"), "{said}");
+    assert!(
+        !said.contains("## By regime"),
+        "the full tables were printed:\n{said}"
+    );
+    let report = format!("Report: {}", run_dir.join("report.html").display());
+    assert!(said.contains(&report), "{report:?} not in:\n{said}");
+    assert!(said.contains(&run_dir.join("summary.md").display().to_string()));
+
+    // A long run, interrupted once it has journaled something.
+    let long = dir.join("long");
+    let mut child = Command::new(runner_exe())
+        .args([
+            "--model",
+            s(&model),
+            "--condition",
+            "all",
+            "--tasks",
+            "belief",
+        ])
+        .args([
+            "--limit",
+            "2",
+            "--device",
+            "cpu",
+            "--quiet",
+            "--out",
+            s(&long),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal = long.join("model").join("creg-v1.0").join("journal.jsonl");
+    let started = Instant::now();
+    while std::fs::metadata(&journal).map_or(0, |m| m.len()) == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended first");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "nothing journaled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    // Whole lines: a line the interrupt cut short is not a sample.
+    let lines = std::fs::read(&journal)
+        .unwrap()
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    let want = format!(
+        "interrupted: {lines} samples are journaled in {}; run the same command again",
+        journal.parent().unwrap().display()
+    );
+    assert!(err.contains(&want), "{want:?} not in:\n{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
