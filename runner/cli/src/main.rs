@@ -68,7 +68,20 @@ enum Command {
 }
 
 fn run_cli() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let args: Vec<String> = std::env::args().collect();
+            match (e.use_stderr(), seeds_hint(&args)) {
+                (true, Some(hint)) => {
+                    let _ = e.print();
+                    eprintln!("hint: {hint}");
+                    return ExitCode::from(2);
+                }
+                _ => e.exit(),
+            }
+        }
+    };
     let result = match cli.command {
         None => run::run_command(cli.run),
         Some(command) => dispatch(command),
@@ -80,6 +93,27 @@ fn run_cli() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `--seeds=42 43`: the `=` form takes one value, so clap reads 43 as a subcommand and
+/// says so, which points nowhere near the seeds.
+fn seeds_hint(args: &[String]) -> Option<String> {
+    let at = args.iter().position(|a| a.starts_with("--seeds="))?;
+    let first = args[at].trim_start_matches("--seeds=");
+    let rest: Vec<&str> = args[at + 1..]
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| a.parse::<u64>().is_ok())
+        .collect();
+    (!rest.is_empty()).then(|| {
+        format!(
+            "--seeds={first} takes one value, so {} was read as a command: write --seeds {first} {} \
+             or --seeds={first},{}",
+            rest.join(" "),
+            rest.join(" "),
+            rest.join(",")
+        )
+    })
 }
 
 /// The error and its causes, each said once: a cause whose text a message already

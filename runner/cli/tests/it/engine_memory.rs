@@ -171,6 +171,11 @@ fn a_run_states_its_kv_budget_and_row_limit_as_it_starts() {
         "{line}"
     );
     assert!(line.contains(" KB a token, "), "{line}");
+    // The figure moves with the free memory: the line says what bounds it.
+    assert!(
+        line.contains("GB, half the memory available when the model loaded"),
+        "{line}"
+    );
 }
 
 /// The GB figure of the run's "KV cache up to X GB" line.

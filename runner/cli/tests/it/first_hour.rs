@@ -507,3 +507,24 @@ fn a_run_ends_with_its_report_path_and_ctrl_c_says_what_was_kept() {
     assert!(err.contains(&want), "{want:?} not in:\n{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mistakes a new user makes in `--model` and `--seeds` get the fix, not only the refusal.
+#[test]
+fn a_mistyped_model_or_seeds_gets_the_fix() {
+    let err = text(&runner(&["--model", "Qwen2.5-7B", "--limit", "1"]).stderr);
+    assert!(err.contains("did you mean qwen2.5-7b?"), "{err}");
+    let missing = scratch("no-such-model").join("model");
+    let err = text(&runner(&["--model", s(&missing), "--limit", "1"]).stderr);
+    assert!(
+        err.contains(&format!("{} does not exist", missing.display())),
+        "{err}"
+    );
+    let o = runner(&["--model", "oracle", "--seeds=42", "43", "--limit", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("hint: --seeds=42 takes one value")
+            && err.contains("--seeds 42 43 or --seeds=42,43"),
+        "{err}"
+    );
+}

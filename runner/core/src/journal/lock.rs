@@ -33,10 +33,15 @@ const REPLACED_RETRIES: usize = 3;
 #[derive(Debug, Error)]
 pub enum LockError {
     #[error(
-        "{dir}: the run is in use by another process ({holder}); \
-         wait for it to finish, or choose another --out or --run"
+        "{dir}: the run is in use by another process ({holder}); wait for it to finish{advice}"
     )]
-    Busy { dir: PathBuf, holder: String },
+    Busy {
+        dir: PathBuf,
+        holder: String,
+        /// What else the blocked command can do: a writer can choose another folder; a
+        /// reader (`runner score`) has to wait, or read a copy.
+        advice: &'static str,
+    },
     #[error("{path}: cannot lock: {cause}")]
     Io {
         path: PathBuf,
@@ -96,7 +101,7 @@ fn lock(dir: &Path, mode: Mode) -> Result<RunLock, LockError> {
         };
         match taken {
             Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(busy(dir)),
+            Err(TryLockError::WouldBlock) => return Err(busy(dir, mode)),
             Err(TryLockError::Error(cause)) => return Err(io(cause)),
         }
         let locked = file.metadata().map_err(io)?;
@@ -113,9 +118,13 @@ fn lock(dir: &Path, mode: Mode) -> Result<RunLock, LockError> {
     )))
 }
 
-fn busy(dir: &Path) -> LockError {
+fn busy(dir: &Path, mode: Mode) -> LockError {
     let holder = holder(&dir.join(LOCK_FILE));
     LockError::Busy {
+        advice: match mode {
+            Mode::Exclusive => ", or choose another --out or --run",
+            Mode::Shared => ", or score a copy of the folder (its journal so far)",
+        },
         dir: dir.to_path_buf(),
         holder: if holder.is_empty() {
             "a reader such as `runner score`, or a writer just starting".to_string()
@@ -157,7 +166,14 @@ mod tests {
             err.contains(&format!("pid {}", std::process::id())),
             "{err}"
         );
-        assert!(matches!(RunLock::shared(&dir), Err(LockError::Busy { .. })));
+        // A writer can go elsewhere; a reader (`runner score`) cannot: it is told to
+        // wait or read a copy, not to pass flags score does not have.
+        assert!(err.contains("choose another --out or --run"), "{err}");
+        let err = RunLock::shared(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("score a copy") && !err.contains("--out"),
+            "{err}"
+        );
         drop(held);
         let r1 = RunLock::shared(&dir).unwrap();
         let _r2 = RunLock::shared(&dir).unwrap();

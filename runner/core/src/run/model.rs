@@ -60,11 +60,8 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
     }) = hub::resolve(model, opts.panel)?
     else {
         let panel: Vec<&str> = opts.panel.models.keys().map(String::as_str).collect();
-        return Err(RunError::Setup(format!(
-            "--model {model:?} is not a panel model ({}), a baseline ({}) or a model folder",
-            panel.join(", "),
-            workload.baselines().join(", ")
-        )));
+        let baselines = workload.baselines();
+        return Err(RunError::Setup(not_a_model(model, &panel, &baselines)));
     };
     files.chat_template.clone_from(&opts.chat_template);
     let prompts: Vec<&runner_engine::Prompt> =
@@ -141,4 +138,60 @@ fn file_sha256(path: &Path) -> Result<String, RunError> {
     std::fs::read(path)
         .map(|b| sha256_hex(&b))
         .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))
+}
+
+/// Why `model` names nothing, and the likeliest fix: the name it was probably meant to
+/// be, or that the folder it names does not exist.
+fn not_a_model(model: &str, panel: &[&str], baselines: &[&str]) -> String {
+    let known = panel.iter().chain(baselines);
+    let near = known
+        .map(|k| {
+            (
+                strsim::levenshtein(&model.to_lowercase(), &k.to_lowercase()),
+                *k,
+            )
+        })
+        .filter(|(d, _)| *d <= 2)
+        .min();
+    let path_like = model.contains('/') || model.starts_with('.') || model.starts_with('~');
+    let hint = match near {
+        Some((_, name)) => format!("; did you mean {name}?"),
+        None if path_like && !std::path::Path::new(model).exists() => {
+            format!("; {model} does not exist")
+        }
+        None => String::new(),
+    };
+    format!(
+        "--model {model:?} is not a panel model ({}), a baseline ({}) or a model folder{hint}",
+        panel.join(", "),
+        baselines.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_a_model;
+
+    const PANEL: [&str; 2] = ["qwen2.5-7b", "llama-3.1-8b"];
+
+    #[test]
+    fn a_name_in_other_case_or_one_typo_off_gets_the_panel_name() {
+        for typed in ["Qwen2.5-7B", "qwen2.5-7", "qwen-2.5-7b"] {
+            let m = not_a_model(typed, &PANEL, &["oracle"]);
+            assert!(m.ends_with("; did you mean qwen2.5-7b?"), "{typed}: {m}");
+        }
+        let m = not_a_model("orcale", &PANEL, &["oracle"]);
+        assert!(m.ends_with("; did you mean oracle?"), "{m}");
+        let m = not_a_model("mistral-7b", &PANEL, &["oracle"]);
+        assert!(!m.contains("did you mean"), "{m}");
+    }
+
+    #[test]
+    fn a_path_that_does_not_exist_is_said_to_be_missing() {
+        let m = not_a_model("/nonexistent/creg/model", &PANEL, &[]);
+        assert!(
+            m.ends_with("; /nonexistent/creg/model does not exist"),
+            "{m}"
+        );
+    }
 }

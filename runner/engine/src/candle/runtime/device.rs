@@ -32,6 +32,9 @@ pub fn select_device(choice: DeviceChoice) -> Result<(Device, Option<String>), E
     match choice {
         DeviceChoice::Cpu => Ok((Device::Cpu, None)),
         DeviceChoice::Cuda(n) => cuda_device(n).map(|d| (d, None)),
+        // A build without CUDA has only the CPU to choose: saying so on every run is
+        // noise. A CUDA build that finds no usable device says why.
+        DeviceChoice::Auto if !cfg!(feature = "cuda") => Ok((Device::Cpu, None)),
         DeviceChoice::Auto => match cuda_device(0) {
             Ok(d) => Ok((d, None)),
             Err(e) => Ok((Device::Cpu, Some(format!("running on the CPU: {e}")))),

@@ -14,9 +14,15 @@ impl Backend for Engine {
 
     fn memory_bounds(&self) -> Option<String> {
         let (budget, per_token) = (self.limits.kv_budget_bytes, self.kv_bytes_per_token);
+        // The budget follows the memory free at load, so it moves from run to run: say so.
+        let bound = if self.device.is_cpu() {
+            "half the memory available when the model loaded"
+        } else {
+            "most of the GPU memory free after the weights loaded"
+        };
         Some(format!(
-            "KV cache up to {:.1} GB ({} KB a token, {} tokens in all); at most {} rows \
-             decode together (--max-batch)",
+            "KV cache up to {:.1} GB, {bound} ({} KB a token, {} tokens in all); at most {} \
+             rows decode together (--max-batch)",
             budget as f64 / 1e9,
             per_token.div_ceil(1000),
             crate::batch::grouped(budget / per_token.max(1)),
