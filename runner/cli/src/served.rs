@@ -42,6 +42,11 @@ pub struct ServedArgs {
     /// Seconds to keep retrying an unreachable or failing server before the run stops.
     #[arg(long, default_value_t = 300)]
     pub retry_for: u64,
+    /// Seconds to wait for a server that nothing has ever answered for at the address
+    /// (connection refused from the first try), when shorter than --retry-for: raise it
+    /// for a server that is still starting.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub wait_for_server: u64,
     /// Ask again for the samples an earlier invocation kept as failed (answers the
     /// server refused or that could not be read, listed in failed.jsonl); without it a
     /// resume skips them.
@@ -128,6 +133,7 @@ pub fn load(
             policy: RetryPolicy {
                 request_timeout: Duration::from_secs(args.request_timeout),
                 give_up_after: Duration::from_secs(args.retry_for),
+                wait_for_server: Duration::from_secs(args.wait_for_server),
                 ..RetryPolicy::default()
             },
         },
@@ -270,8 +276,10 @@ fn waiting_line(endpoint: &str, w: &Waiting, said: Option<(Instant, Instant)>) -
         )),
         _ => Some(format!(
             "warning: the server at {endpoint} is not answering ({}); retrying {} for up to \
-             {left:.0} s more (--retry-for)",
-            w.last, w.what
+             {left:.0} s more ({})",
+            w.last,
+            w.what,
+            w.window.flag()
         )),
     }
 }

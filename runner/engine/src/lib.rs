@@ -233,6 +233,9 @@ pub enum EngineError {
     ServerDown(String),
     #[error("device: {0}")]
     Device(String),
+    /// The operating system gave no thread for the work (a process or cgroup limit).
+    #[error("{0}")]
+    Threads(String),
     /// Refused before loading: the model would not fit.
     #[error("{0}")]
     Memory(String),

@@ -19,6 +19,7 @@ mod first_hour;
 mod hf_conventions;
 mod hostile_mirror;
 mod hostile_models;
+mod http_stub;
 #[path = "../support/memory_cgroup.rs"]
 mod memory_cgroup;
 mod pins;
@@ -37,6 +38,8 @@ mod run_journal;
 mod run_probe;
 mod score_fuzz;
 mod score_reports;
+mod served_endpoints;
+mod served_threads;
 
 use runner_engine::candle::load::hub::ModelFiles;
 use runner_engine::candle::weights::{DTypeChoice, LoadOptions};

@@ -6,10 +6,9 @@
 
 use crate::served::protocol::server_message;
 use crate::served::wire::{redact, retry_after};
-use std::collections::BTreeSet;
 use std::io::Read;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long to wait for one answer, and how long to keep retrying before the run stops.
@@ -20,6 +19,11 @@ pub struct RetryPolicy {
     pub request_timeout: Duration,
     /// Retries of one request stop this long after its first failure.
     pub give_up_after: Duration,
+    /// While nothing at the address has ever taken a connection (refused, a connect
+    /// timeout, a name that does not resolve), retries stop this long after the first
+    /// failure instead, when that is sooner: a wrong address is said in seconds, and a
+    /// server still starting is given this long to open its port.
+    pub wait_for_server: Duration,
     pub first_delay: Duration,
     pub max_delay: Duration,
 }
@@ -29,6 +33,7 @@ impl Default for RetryPolicy {
         RetryPolicy {
             request_timeout: Duration::from_secs(600),
             give_up_after: Duration::from_secs(300),
+            wait_for_server: Duration::from_secs(30),
             first_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
         }
@@ -38,6 +43,7 @@ impl Default for RetryPolicy {
 /// The largest answer read; a bigger one is not an answer the runner can use.
 pub const MAX_ANSWER_BYTES: usize = 10 << 20;
 
+pub use crate::served::traffic::{Traffic, Unanswered, Waiting, Window, KEPT_WARNINGS};
 pub use crate::served::wire::Unreadable;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,129 +62,19 @@ pub enum CallError {
         attempts: usize,
         last: String,
     },
-}
-
-/// Counters the progress bar reads while requests run.
-#[derive(Debug, Default)]
-pub struct Traffic {
-    pub in_flight: AtomicUsize,
-    pub retries: AtomicUsize,
-    /// Samples whose prompt the server counted in other tokens than the runner's
-    /// tokenizer: their prompts were not token for token the embedded engine's.
-    pub prompt_token_mismatches: AtomicUsize,
-    /// Warnings about answers (each naming its request), for after the run: the first
-    /// [`KEPT_WARNINGS`] of `warned`.
-    pub warnings: Mutex<Vec<String>>,
-    pub warned: AtomicUsize,
-    /// Model names answers came from other than the one asked.
-    other_models: Mutex<BTreeSet<String>>,
-    /// Since when the server has not answered, while it has not: shown at once, and
-    /// cleared by its next answer.
-    waiting: Mutex<Option<Waiting>>,
-    /// The first request sent, until the server's first answer: a server that takes the
-    /// connection and says nothing is shown long before that request times out.
-    first: Mutex<First>,
-}
-
-/// The first request sent and whether anything has answered since.
-#[derive(Debug, Default)]
-enum First {
-    #[default]
-    NotSent,
-    Sent(Unanswered),
-    Answered,
-}
-
-/// The first request, sent and not yet answered (nor any other).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Unanswered {
-    /// What was sent, e.g. `GET http://host:8000/v1/models` (no credentials).
-    pub what: String,
-    /// When its first attempt started.
-    pub since: Instant,
-}
-
-/// The server not answering: since the first failed attempt after its last answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Waiting {
-    /// What is being retried, e.g. `GET http://host:8000/v1/models` (no credentials).
-    pub what: String,
-    pub since: Instant,
-    /// Failed attempts so far, over every request in flight.
-    pub failures: usize,
-    /// Why the latest attempt failed, e.g. `connection refused`.
-    pub last: String,
-    /// When every request will have given up, at the latest (the retry window).
-    pub give_up_at: Instant,
-}
-
-/// Warnings kept for after the run; the rest are counted.
-pub const KEPT_WARNINGS: usize = 20;
-
-impl Traffic {
-    pub fn warn(&self, message: String) {
-        if self.warned.fetch_add(1, Ordering::Relaxed) < KEPT_WARNINGS {
-            if let Ok(mut w) = self.warnings.lock() {
-                w.push(redact(&message));
-            }
-        }
-    }
-
-    /// The server's silence so far, while it lasts.
-    pub fn waiting(&self) -> Option<Waiting> {
-        self.waiting.lock().ok().and_then(|w| w.clone())
-    }
-
-    /// The first request, while the server has answered none: since when it waits.
-    pub fn unanswered(&self) -> Option<Unanswered> {
-        match &*self.first.lock().ok()? {
-            First::Sent(u) => Some(u.clone()),
-            First::NotSent | First::Answered => None,
-        }
-    }
-
-    /// An attempt starts: the first of all is recorded.
-    fn sending(&self, what: impl FnOnce() -> String) {
-        if let Ok(mut f) = self.first.lock() {
-            if matches!(*f, First::NotSent) {
-                *f = First::Sent(Unanswered {
-                    what: what(),
-                    since: Instant::now(),
-                });
-            }
-        }
-    }
-
-    fn failed(&self, what: String, since: Instant, why: &str, give_up_at: Instant) {
-        if let Ok(mut w) = self.waiting.lock() {
-            let w = w.get_or_insert_with(|| Waiting {
-                what,
-                since,
-                failures: 0,
-                last: String::new(),
-                give_up_at,
-            });
-            w.failures += 1;
-            w.last = why.to_string();
-            w.give_up_at = w.give_up_at.max(give_up_at);
-        }
-    }
-
-    fn answered(&self) {
-        if let Ok(mut f) = self.first.lock() {
-            *f = First::Answered;
-        }
-        if let Ok(mut w) = self.waiting.lock() {
-            *w = None;
-        }
-    }
-
-    /// True the first time `model` is seen answering.
-    pub fn first_time_model(&self, model: &str) -> bool {
-        self.other_models
-            .lock()
-            .is_ok_and(|mut m| m.insert(model.to_string()))
-    }
+    /// Nothing at the address took a connection, from the first try to the end of the
+    /// policy's `wait_for_server`.
+    #[error(
+        "nothing answered at {url} in {waited_s:.0} s ({attempts} attempts; last: {last}). \
+             Start the server, or check the endpoint's host and port; for a server that is \
+             still starting, --wait-for-server SECONDS waits longer"
+    )]
+    NothingThere {
+        url: String,
+        waited_s: f64,
+        attempts: usize,
+        last: String,
+    },
 }
 
 #[derive(Clone)]
@@ -194,6 +90,8 @@ pub struct Client {
 enum Attempt {
     Done(String),
     Retry(String, Option<Duration>),
+    /// Worth another try, but nothing took the connection.
+    NotConnected(String),
     Refused(u16, String),
     Unreadable(String),
 }
@@ -278,7 +176,10 @@ impl Client {
             self.traffic.in_flight.fetch_add(1, Ordering::Relaxed);
             let outcome = self.once(&url, body);
             self.traffic.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if !matches!(outcome, Attempt::Retry(..)) {
+            if !matches!(outcome, Attempt::NotConnected(..)) {
+                self.traffic.reached();
+            }
+            if !matches!(outcome, Attempt::Retry(..) | Attempt::NotConnected(..)) {
                 self.traffic.answered();
             }
             let (why, hint) = match outcome {
@@ -303,26 +204,52 @@ impl Client {
                     })
                 }
                 Attempt::Retry(why, hint) => (why, hint),
+                Attempt::NotConnected(why) => (why, None),
             };
             let since = *first_failure.get_or_insert_with(Instant::now);
             let waited = since.elapsed();
+            let (window, bound) = self.window();
             self.traffic.failed(
                 format!("{method} {}", redact(&url)),
                 since,
                 &why,
-                since + self.policy.give_up_after,
+                (since + window, bound),
             );
-            if waited >= self.policy.give_up_after {
-                return Err(CallError::Unavailable {
-                    url: redact(&url),
-                    waited_s: waited.as_secs_f64(),
-                    attempts,
-                    last: redact(&why),
+            if waited >= window {
+                let (url, waited_s, last) = (redact(&url), waited.as_secs_f64(), redact(&why));
+                return Err(match bound {
+                    Window::RetryFor => CallError::Unavailable {
+                        url,
+                        waited_s,
+                        attempts,
+                        last,
+                    },
+                    Window::WaitForServer => CallError::NothingThere {
+                        url,
+                        waited_s,
+                        attempts,
+                        last,
+                    },
                 });
             }
-            let delay = next_delay(&self.policy, attempts, hint, waited);
+            let policy = RetryPolicy {
+                give_up_after: window,
+                ..self.policy
+            };
+            let delay = next_delay(&policy, attempts, hint, waited);
             self.traffic.retries.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(delay);
+        }
+    }
+
+    /// How long a failing request is retried, and which flag sets that: the shorter
+    /// wait for a server while nothing at the address has ever taken a connection.
+    fn window(&self) -> (Duration, Window) {
+        let p = &self.policy;
+        if !self.traffic.was_reached() && p.wait_for_server < p.give_up_after {
+            (p.wait_for_server, Window::WaitForServer)
+        } else {
+            (p.give_up_after, Window::RetryFor)
         }
     }
 
@@ -354,6 +281,14 @@ impl Client {
                 } else {
                     Attempt::Refused(status, message)
                 }
+            }
+            Err(ureq::Error::Transport(t))
+                if matches!(
+                    t.kind(),
+                    ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns
+                ) =>
+            {
+                Attempt::NotConnected(transport_reason(&t))
             }
             Err(ureq::Error::Transport(t)) => Attempt::Retry(transport_reason(&t), None),
         }
@@ -525,6 +460,7 @@ mod tests {
         let policy = RetryPolicy {
             request_timeout: Duration::from_secs(2),
             give_up_after: Duration::from_millis(600),
+            wait_for_server: Duration::from_secs(60),
             first_delay: Duration::from_millis(50),
             max_delay: Duration::from_millis(200),
         };
@@ -562,5 +498,45 @@ mod tests {
         // Later requests do not put it back: only the first is waited for aloud.
         c.traffic.sending(|| "GET again".into());
         assert!(c.traffic.unanswered().is_none());
+    }
+
+    /// A port nothing listens on: bind, learn the port, close.
+    fn closed_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn an_address_that_never_took_a_connection_is_given_up_at_the_shorter_wait() {
+        let policy = RetryPolicy {
+            give_up_after: Duration::from_secs(600),
+            wait_for_server: Duration::from_millis(300),
+            first_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(100),
+            ..RetryPolicy::default()
+        };
+        let url = format!("http://127.0.0.1:{}/v1", closed_port());
+        let c = Client::new(&url, None, policy);
+        match c.get("/models").unwrap_err() {
+            CallError::NothingThere { last, .. } => {
+                assert!(last.starts_with("connection refused"), "{last}")
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(c.traffic.waiting().unwrap().window, Window::WaitForServer);
+        // Once something took a connection there, a refusal is a restart: the long
+        // window holds (600 ms here), and the end says --retry-for.
+        let c = Client::new(
+            &url,
+            None,
+            RetryPolicy {
+                give_up_after: Duration::from_millis(600),
+                ..policy
+            },
+        );
+        c.traffic.reached();
+        let err = c.get("/models").unwrap_err();
+        assert!(matches!(err, CallError::Unavailable { .. }), "{err}");
+        assert_eq!(c.traffic.waiting().unwrap().window, Window::RetryFor);
     }
 }

@@ -11,14 +11,24 @@ use serde_json::{json, Map, Value};
 /// status) change between calls and would make every resume a new run.
 const STABLE_FIELDS: [&str; 5] = ["id", "owned_by", "root", "parent", "max_model_len"];
 
+/// Why a `/models` answer gives no entry for the model.
+#[derive(Debug, thiserror::Error)]
+pub enum NoEntry {
+    /// Not an OpenAI model list at all: likely not the API root.
+    #[error("{0}")]
+    NotAModelList(String),
+    #[error("{0}")]
+    NotServed(String),
+}
+
 /// The entry of `model` in a `/models` answer, less its volatile fields.
-pub fn model_entry(models_json: &str, model: &str) -> Result<Value, String> {
+pub fn model_entry(models_json: &str, model: &str) -> Result<Value, NoEntry> {
     let v: Value = serde_json::from_str(models_json)
-        .map_err(|e| format!("the model list is not JSON ({e})"))?;
+        .map_err(|e| NoEntry::NotAModelList(format!("the model list is not JSON ({e})")))?;
     let data = v
         .get("data")
         .and_then(Value::as_array)
-        .ok_or("the model list has no `data` array")?;
+        .ok_or_else(|| NoEntry::NotAModelList("the model list has no `data` array".into()))?;
     let entry = data
         .iter()
         .find(|m| m.get("id").and_then(Value::as_str) == Some(model))
@@ -27,14 +37,14 @@ pub fn model_entry(models_json: &str, model: &str) -> Result<Value, String> {
                 .iter()
                 .filter_map(|m| m.get("id").and_then(Value::as_str))
                 .collect();
-            format!(
+            NoEntry::NotServed(format!(
                 "the server does not serve {model:?}; it serves {}",
                 if ids.is_empty() {
                     "nothing".to_string()
                 } else {
                     ids.join(", ")
                 }
-            )
+            ))
         })?;
     let mut out = Map::new();
     for f in STABLE_FIELDS {
@@ -85,7 +95,7 @@ mod tests {
             json!({"id":"a","owned_by":"vllm","root":"org/a","max_model_len":4096})
         );
         assert_eq!(model_entry(list, "b").unwrap(), json!({"id":"b"}));
-        let err = model_entry(list, "c").unwrap_err();
+        let err = model_entry(list, "c").unwrap_err().to_string();
         assert!(err.contains("\"c\"") && err.contains("a, b"), "{err}");
     }
 }

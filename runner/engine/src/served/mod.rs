@@ -12,6 +12,7 @@ pub mod client;
 pub mod identity;
 pub mod prompt;
 pub mod protocol;
+pub mod traffic;
 pub mod wire;
 
 use crate::{Backend, EngineError, Handover, Request, RequestId, Sample, Timings};
@@ -35,6 +36,10 @@ enum Miss {
     /// The run cannot go on (the server is gone, the key refused).
     Stop(EngineError),
 }
+
+/// The stack of a request thread: it only waits on the network and parses JSON, so a
+/// thousand of them need not reserve 2 MiB each.
+const WORKER_STACK: usize = 512 << 10;
 
 /// Requests in flight when `--concurrency` is not given: enough to keep a continuous-
 /// batching server busy without queueing the whole plan at once.
@@ -88,10 +93,19 @@ impl ServedBackend {
                  this time)",
                 client.policy.give_up_after.as_secs()
             )),
+            CallError::NothingThere { .. } => EngineError::ServerDown(e.to_string()),
+            CallError::Refused { status: 404, .. } => {
+                EngineError::NotAvailable(format!("{e}. {}", api_root_hint(&client)))
+            }
             other => unavailable(&other),
         })?;
-        let server_model = identity::model_entry(&models, &opts.model)
-            .map_err(|m| EngineError::NotAvailable(format!("{}: {m}", client.url("/models"))))?;
+        let server_model = identity::model_entry(&models, &opts.model).map_err(|m| {
+            let hint = match m {
+                identity::NoEntry::NotAModelList(_) => format!(". {}", api_root_hint(&client)),
+                identity::NoEntry::NotServed(_) => String::new(),
+            };
+            EngineError::NotAvailable(format!("{}: {m}{hint}", client.url("/models")))
+        })?;
         let mode = match opts.prompts {
             Some(_) => PromptMode::Completions,
             None => PromptMode::Chat,
@@ -104,6 +118,7 @@ impl ServedBackend {
             }]),
         };
         let mut refusals = Vec::new();
+        let mut not_found = true;
         let mut dialect = None;
         for d in Dialect::ALL {
             let spec = BodySpec {
@@ -118,14 +133,26 @@ impl ServedBackend {
                     break;
                 }
                 Err(CallError::Refused { status, message }) => {
+                    not_found &= status == 404;
                     refusals.push(format!("{}: HTTP {status}: {message}", d.name()))
+                }
+                Err(e @ CallError::Unreadable { .. }) => {
+                    return Err(EngineError::NotAvailable(format!(
+                        "{}: {e}. {}",
+                        client.url(mode.path()),
+                        api_root_hint(&client)
+                    )))
                 }
                 Err(e) => return Err(unavailable(&e)),
             }
         }
         let Some(dialect) = dialect else {
+            let hint = match not_found {
+                true => format!(". {}", api_root_hint(&client)),
+                false => String::new(),
+            };
             return Err(EngineError::NotAvailable(format!(
-                "{} refused every form of request for model {:?}: {}",
+                "{} refused every form of request for model {:?}: {}{hint}",
                 client.url(mode.path()),
                 opts.model,
                 refusals.join("; ")
@@ -267,11 +294,31 @@ impl ServedBackend {
     }
 }
 
+/// What to try when something answers at the endpoint, but not as an OpenAI API root
+/// does (a 404, a model list or completion of another shape): most often the root was
+/// given without its `/v1`.
+fn api_root_hint(client: &Client) -> String {
+    let root = client.url("");
+    let path = root.split_once("://").map_or("", |(_, r)| r);
+    if path.split('/').skip(1).any(|segment| segment == "v1") {
+        format!(
+            "{root} does not answer as an OpenAI-compatible API root does: check that it is \
+             the path that /models and /completions follow on this server"
+        )
+    } else {
+        format!(
+            "{root} does not answer as an OpenAI-compatible API root does: vLLM, SGLang and \
+             llama.cpp's server serve that API under /v1, so try {root}/v1 as the endpoint"
+        )
+    }
+}
+
 fn unavailable(e: &CallError) -> EngineError {
     match e {
         CallError::Refused { .. } | CallError::Unreadable { .. } => {
             EngineError::NotAvailable(e.to_string())
         }
+        CallError::NothingThere { .. } => EngineError::ServerDown(e.to_string()),
         CallError::Unavailable { .. } => EngineError::ServerDown(format!(
             "{e}. The run stops here: every sample finished so far is journaled, and rerunning \
              the same command resumes once the server is back"
@@ -334,26 +381,54 @@ impl Backend for ServedBackend {
         let this = &*self;
         std::thread::scope(|scope| {
             let (tx, rx) = mpsc::channel::<(RequestId, u64, Result<Sample, Miss>)>();
-            for _ in 0..this.concurrency.min(work.len()) {
+            // A fixed pool of workers, each taking the next (request, seed) until none
+            // is left: threads are bounded by --concurrency, never one per sample, and a
+            // limit on threads (ulimit -u, a cgroup's pids.max) leaves fewer workers
+            // rather than a panic.
+            let wanted = this.concurrency.min(work.len());
+            let mut workers = 0;
+            for _ in 0..wanted {
                 let tx = tx.clone();
                 let (next, stop, work, payloads) = (&next, &stop, &work, &payloads);
-                scope.spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let Some(&(i, seed)) = work.get(next.fetch_add(1, Ordering::Relaxed))
-                        else {
-                            break;
-                        };
-                        let (payload, local) = &payloads[i];
-                        let result = this.one(&requests[i], seed, payload, *local);
-                        if let Err(Miss::Stop(_)) = result {
-                            // Requests already in flight finish; no new ones start.
-                            stop.store(true, Ordering::Relaxed);
+                let spawned = std::thread::Builder::new()
+                    .name("served-request".into())
+                    .stack_size(WORKER_STACK)
+                    .spawn_scoped(scope, move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            let Some(&(i, seed)) = work.get(next.fetch_add(1, Ordering::Relaxed))
+                            else {
+                                break;
+                            };
+                            let (payload, local) = &payloads[i];
+                            let result = this.one(&requests[i], seed, payload, *local);
+                            if let Err(Miss::Stop(_)) = result {
+                                // Requests already in flight finish; no new ones start.
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            if tx.send((requests[i].id.clone(), seed, result)).is_err() {
+                                break;
+                            }
                         }
-                        if tx.send((requests[i].id.clone(), seed, result)).is_err() {
-                            break;
-                        }
+                    });
+                match spawned {
+                    Ok(_) => workers += 1,
+                    Err(e) if workers == 0 => {
+                        return Err(EngineError::Threads(format!(
+                            "cannot start a thread for requests to the server ({e}): lower \
+                             --concurrency, or raise the limit on threads (ulimit -u, or the \
+                             cgroup's pids.max)"
+                        )))
                     }
-                });
+                    Err(e) => {
+                        this.client.traffic.warn(format!(
+                            "only {workers} of the {wanted} request threads could be started \
+                             ({e}): {workers} requests were in flight at a time, not \
+                             --concurrency {}",
+                            this.concurrency
+                        ));
+                        break;
+                    }
+                }
             }
             drop(tx);
             let mut first_error = None;

@@ -188,9 +188,15 @@ struct Usage {
     completion_tokens: Option<usize>,
 }
 
+/// The largest token count believed from a server's `usage`: no context holds more,
+/// and sums of such counts cannot overflow.
+pub const MAX_USAGE_TOKENS: usize = 1 << 31;
+
 /// Reads a 2xx body; `Err` says what is wrong with it. A body cut off by a dropped
-/// connection (it ends early) is worth another try; malformed JSON (an invalid escape
-/// such as a lone surrogate) is what the server answers every time.
+/// connection (it ends early), or a sample the server says it aborted, is worth another
+/// try. A complete answer that cannot be used (malformed JSON such as a lone surrogate
+/// escape, another shape, no choice, a content-filter finish, a negative or implausible
+/// token count) is what the server answers every time: the sample is kept as failed.
 pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
     let r: Response = serde_json::from_str(text).map_err(|e| {
         let message = format!(
@@ -198,12 +204,16 @@ pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
             clip(text)
         );
         match e.classify() {
-            serde_json::error::Category::Syntax => Unreadable::permanent(message),
-            _ => Unreadable::retry(message),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Data => {
+                Unreadable::permanent(message)
+            }
+            serde_json::error::Category::Eof | serde_json::error::Category::Io => {
+                Unreadable::retry(message)
+            }
         }
     })?;
     let Some(c) = r.choices.into_iter().next() else {
-        return Err(Unreadable::retry(format!(
+        return Err(Unreadable::permanent(format!(
             "the server's answer has no choice: {}",
             clip(text)
         )));
@@ -212,7 +222,7 @@ pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
         (Some(t), _) => t,
         (None, Some(m)) => m.content.unwrap_or_default(),
         (None, None) => {
-            return Err(Unreadable::retry(
+            return Err(Unreadable::permanent(
                 "the server's choice has neither text nor message",
             ))
         }
@@ -220,17 +230,30 @@ pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
     let finish_reason = match c.finish_reason.as_deref() {
         Some("length") => FinishReason::Length,
         Some("stop" | "eos" | "eos_token" | "stop_sequence") => FinishReason::Stop,
+        // vLLM's word for a request it dropped (a restart, a preemption): ask again.
+        Some("abort") => {
+            return Err(Unreadable::retry(
+                "the server aborted the sample (finish reason \"abort\")",
+            ))
+        }
         other => {
-            return Err(Unreadable::retry(format!(
+            return Err(Unreadable::permanent(format!(
                 "the server ended the sample with finish reason {other:?} (expected stop or length)"
             )))
         }
     };
+    let count = |name: &str, n: Option<usize>| match n {
+        Some(n) if n > MAX_USAGE_TOKENS => Err(Unreadable::permanent(format!(
+            "the server's usage counts {n} {name} tokens, more than any context holds"
+        ))),
+        n => Ok(n),
+    };
+    let usage = r.usage.as_ref();
     Ok(Answer {
         text,
         finish_reason,
-        prompt_tokens: r.usage.as_ref().and_then(|u| u.prompt_tokens),
-        completion_tokens: r.usage.as_ref().and_then(|u| u.completion_tokens),
+        prompt_tokens: count("prompt", usage.and_then(|u| u.prompt_tokens))?,
+        completion_tokens: count("completion", usage.and_then(|u| u.completion_tokens))?,
         token_ids: c.token_ids,
         model: r.model,
     })
@@ -328,7 +351,8 @@ mod tests {
             (m.text.as_str(), m.finish_reason),
             ("yo", FinishReason::Stop)
         );
-        // Cut off, or ended by the server: asked again. Malformed: never asked again.
+        // Cut off, or aborted by the server: asked again. Complete but unusable: never
+        // asked again.
         assert!(
             !parse_answer(r#"{"choices":[{"text":"x"#)
                 .unwrap_err()
@@ -339,10 +363,22 @@ mod tests {
                 .unwrap_err()
                 .permanent
         );
+        let deep = format!(
+            r#"{{"choices":[{{"text":{}"x"{}}}]}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
         for bad in [
             r#"{"choices":[{"text":"\ud800 x","finish_reason":"stop"}]}"#,
             r#"{"choices":[{"text":"\q","finish_reason":"stop"}]}"#,
             "<html>busy</html>",
+            r#"{"choices":[{"text":"x","finish_reason":"content_filter"}]}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":3}}"#,
+            r#"{"content":"x","stop":true}"#,
+            r#"{"choices":[{"text":"x","finish_reason":"stop"}],"usage":{"completion_tokens":-4}}"#,
+            r#"{"choices":[{"text":"x","finish_reason":"stop"}],"usage":{"prompt_tokens":18446744073709551615}}"#,
+            r#"{"choices":[{"text":"x","finish_reason":"stop"}],"usage":{"completion_tokens":1e300}}"#,
+            &deep,
         ] {
             let e = parse_answer(bad).unwrap_err();
             assert!(e.permanent, "{bad}: {}", e.message);

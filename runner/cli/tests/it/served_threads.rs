@@ -1,0 +1,133 @@
+//! A served run with far more requests in flight asked for than the system gives
+//! threads: a real pids cgroup (the kind of limit a cluster job or a container sets)
+//! holds the runner to a few dozen threads, and --concurrency asks for a thousand.
+
+use crate::common::{runner_exe, s, scratch, text};
+use crate::http_stub::{chat_answer, model_list, Call, Stub};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A pids cgroup for one child process, made under this process's own group (v1's
+/// `pids` hierarchy or v2) and removed on drop. Making one needs write access to the
+/// cgroup tree; where that is missing, [`PidsCgroup::create`] says why.
+struct PidsCgroup {
+    dir: PathBuf,
+}
+
+impl PidsCgroup {
+    fn create(name: &str, max: u32) -> Result<PidsCgroup, String> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+        let root = Path::new("/sys/fs/cgroup");
+        let mut tried = Vec::new();
+        for line in own.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(id), Some(controllers), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let mount = if id == "0" && controllers.is_empty() {
+                root.to_path_buf()
+            } else if controllers.split(',').any(|c| c == "pids") {
+                root.join("pids")
+            } else {
+                continue;
+            };
+            let parent = mount.join(path.trim_start_matches('/'));
+            let parent = if parent.is_dir() { parent } else { mount };
+            let dir = parent.join(format!("{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir(&dir);
+            if let Err(e) = std::fs::create_dir(&dir) {
+                tried.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+            let group = PidsCgroup { dir };
+            match std::fs::write(group.dir.join("pids.max"), max.to_string()) {
+                Ok(()) => return Ok(group),
+                Err(e) => tried.push(format!("{}/pids.max: {e}", group.dir.display())),
+            }
+        }
+        Err(if tried.is_empty() {
+            "no pids cgroup in /proc/self/cgroup".into()
+        } else {
+            tried.join("; ")
+        })
+    }
+
+    /// `exe args…`, moved into the group before it starts.
+    fn command(&self, exe: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#"echo $$ > "$0" && shift && exec "$@""#)
+            .arg(self.dir.join("cgroup.procs"))
+            .arg("--")
+            .arg(exe)
+            .args(args);
+        c
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[test]
+fn a_thousand_in_flight_under_a_thread_limit_runs_with_the_threads_there_are() {
+    let group = match PidsCgroup::create("served-threads", 24) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("skipped: no pids cgroup can be made here ({why})");
+            return;
+        }
+    };
+    let posts = Arc::new(AtomicUsize::new(0));
+    let posts2 = posts.clone();
+    let stub = Stub::start(move |c: &Call| match c.method.as_str() {
+        "GET" => (200, model_list("m")),
+        _ => {
+            posts2.fetch_add(1, Ordering::SeqCst);
+            (200, chat_answer("A"))
+        }
+    });
+    let dir = scratch("threads");
+    let endpoint = stub.url("/v1");
+    let args = [
+        "--endpoint",
+        &endpoint,
+        "--model",
+        "m",
+        "--tasks",
+        "belief",
+        "--limit",
+        "2",
+        "--seeds",
+        "0,1",
+        "--concurrency",
+        "1000",
+        "--retry-for",
+        "5",
+        "--quiet",
+        "--out",
+        s(&dir),
+    ];
+    let out = group.command(&runner_exe(), &args).output().unwrap();
+    let err = text(&out.stderr);
+    // Not a panic ("failed to spawn thread"): the run finishes with the threads it
+    // could have, and says how many that was.
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("request threads could be started"), "{err}");
+    assert!(err.contains("--concurrency 1000"), "{err}");
+    let run = dir.join("m/creg-v1.0");
+    let journal = runner_core::journal::read_records(&run.join("journal.jsonl"), false).unwrap();
+    // Every sample was asked for once (and the probe at connection), and journaled:
+    // more samples than the limit allows threads, so none had a thread of its own.
+    let samples = journal.records.len();
+    assert!(samples > 24, "{samples}");
+    assert_eq!(posts.load(Ordering::SeqCst), samples + 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
