@@ -151,11 +151,14 @@ fn unusable(kind: usize) -> (String, &'static str) {
     answers[kind % answers.len()].clone()
 }
 
+/// Per seed sent: how often it was asked, and the unusable kind it gets (if any).
+type Asked = HashMap<u64, (usize, Option<usize>)>;
+
 #[test]
 fn complete_but_unusable_answers_are_kept_failed_once_each_and_the_run_goes_on() {
     // Every third (request, seed), told apart by the seed sent, gets an unusable answer
     // of the next kind; the same one whenever it is asked again.
-    let asked: Arc<Mutex<HashMap<u64, (usize, Option<usize>)>>> = Arc::default();
+    let asked: Arc<Mutex<Asked>> = Arc::default();
     let kinds = Arc::new(Mutex::new(0usize));
     let (asked2, kinds2) = (asked.clone(), kinds.clone());
     let stub = Stub::start(move |c: &Call| {
@@ -168,7 +171,7 @@ fn complete_but_unusable_answers_are_kept_failed_once_each_and_the_run_goes_on()
         let seed = c.body["seed"].as_u64().unwrap();
         let mut asked = asked2.lock().unwrap();
         let entry = asked.entry(seed).or_insert_with(|| {
-            let kind = (seed % 3 == 0).then(|| {
+            let kind = seed.is_multiple_of(3).then(|| {
                 let mut k = kinds2.lock().unwrap();
                 *k += 1;
                 *k - 1
