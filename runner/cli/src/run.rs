@@ -263,6 +263,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
 /// tables (hundreds of lines) are in the files, not on the terminal.
 pub(super) fn print_outcome(outcome: &Outcome, dir: &Path) {
     print!("{}", headline_of(&outcome.summary));
+    print!("{}", outcome.failed_note);
     println!(
         "\n{} samples ({} generated now, {} resumed from the journal) in {:.1} s",
         outcome.running.done, outcome.running.generated, outcome.recovered, outcome.seconds,

@@ -160,6 +160,8 @@ pub struct Outcome {
     pub recovered: usize,
     pub torn_bytes: usize,
     pub summary: String,
+    /// The samples kept as failed, how many and why (the first few); empty when none.
+    pub failed_note: String,
     pub seconds: f64,
     /// How full the backend kept its decode batch during this run, where it batches.
     pub batch: Option<runner_engine::batch::BatchStats>,
@@ -366,13 +368,13 @@ pub fn execute_with(
         .iter()
         .filter(|(k, _)| planned.contains(&(k.0.as_str(), k.1)) && !answered.contains(*k))
         .collect();
-    let mut summary = workload.report(&[(label.to_string(), records)], dir, &title)?;
-    summary.push_str(&failed_note(&standing));
+    let summary = workload.report(&[(label.to_string(), records)], dir, &title)?;
     Ok(Outcome {
         running,
         recovered: recovered.records.len(),
         torn_bytes: recovered.torn_bytes,
         summary,
+        failed_note: failed_note(&standing),
         seconds: started.elapsed().as_secs_f64(),
         batch: backend
             .batch_stats()
