@@ -227,7 +227,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     );
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
-    bar.traffic = traffic.clone();
+    bar.set_traffic(traffic.clone());
     if let Some(w) = &watch {
         w.set_bar(&bar.bar);
     }
@@ -251,7 +251,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         &options,
     );
     drop(watch);
-    bar.bar.finish_and_clear();
+    bar.finish();
     if let Some(t) = &traffic {
         super::served::after_run(t);
     }

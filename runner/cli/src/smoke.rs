@@ -123,7 +123,7 @@ impl SmokeObserver for Progress {
 
     fn finished(&mut self, dir: &Path, outcome: &Outcome) {
         if let Some(b) = self.bar.take() {
-            b.bar.finish_and_clear();
+            b.finish();
         }
         super::run::print_outcome(outcome, dir);
     }
