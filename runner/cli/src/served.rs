@@ -206,37 +206,41 @@ impl Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let bar: Arc<Mutex<Option<ProgressBar>>> = Arc::default();
         let (stop2, bar2) = (stop.clone(), bar.clone());
-        let thread = std::thread::spawn(move || {
-            let say = |line: String| match bar2.lock().ok().and_then(|b| b.clone()) {
-                Some(b) => b.suspend(|| eprintln!("{line}")),
-                None => eprintln!("{line}"),
-            };
-            // The silence last said (its start) and when it was said.
-            let mut said: Option<(Instant, Instant)> = None;
-            // The first request's wait, alike, while nothing has failed yet.
-            let mut slow: Option<(Instant, Instant)> = None;
-            while !stop2.load(Ordering::Relaxed) {
-                if let Some(w) = traffic.waiting() {
-                    if let Some(line) = waiting_line(&endpoint, &w, said) {
+        // Where no thread can be had (a thread limit), the run goes on unwatched: its
+        // errors still say what the server did.
+        let spawned = std::thread::Builder::new()
+            .name("server-watch".into())
+            .spawn(move || {
+                let say = |line: String| match bar2.lock().ok().and_then(|b| b.clone()) {
+                    Some(b) => b.suspend(|| eprintln!("{line}")),
+                    None => eprintln!("{line}"),
+                };
+                // The silence last said (its start) and when it was said.
+                let mut said: Option<(Instant, Instant)> = None;
+                // The first request's wait, alike, while nothing has failed yet.
+                let mut slow: Option<(Instant, Instant)> = None;
+                while !stop2.load(Ordering::Relaxed) {
+                    if let Some(w) = traffic.waiting() {
+                        if let Some(line) = waiting_line(&endpoint, &w, said) {
+                            say(line);
+                            said = Some((w.since, Instant::now()));
+                        }
+                    } else if let Some(u) = traffic.unanswered() {
+                        let in_flight = traffic.in_flight.load(Ordering::Relaxed);
+                        if let Some(line) = unanswered_line(&endpoint, &u, in_flight, slow) {
+                            say(line);
+                            slow = Some((u.since, Instant::now()));
+                        }
+                    } else if let Some(line) = answered_line(&endpoint, said.take(), slow.take()) {
                         say(line);
-                        said = Some((w.since, Instant::now()));
                     }
-                } else if let Some(u) = traffic.unanswered() {
-                    let in_flight = traffic.in_flight.load(Ordering::Relaxed);
-                    if let Some(line) = unanswered_line(&endpoint, &u, in_flight, slow) {
-                        say(line);
-                        slow = Some((u.since, Instant::now()));
-                    }
-                } else if let Some(line) = answered_line(&endpoint, said.take(), slow.take()) {
-                    say(line);
+                    std::thread::sleep(Duration::from_millis(100));
                 }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
+            });
         Watch {
             stop,
             bar,
-            thread: Some(thread),
+            thread: spawned.ok(),
         }
     }
 

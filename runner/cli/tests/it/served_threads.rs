@@ -131,3 +131,48 @@ fn a_thousand_in_flight_under_a_thread_limit_runs_with_the_threads_there_are() {
     assert_eq!(posts.load(Ordering::SeqCst), samples + 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn with_no_thread_to_be_had_the_run_says_so_instead_of_panicking() {
+    // One task in the group: the runner's main thread, and nothing more.
+    let group = match PidsCgroup::create("served-no-threads", 1) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("skipped: no pids cgroup can be made here ({why})");
+            return;
+        }
+    };
+    let stub = Stub::start(|c: &Call| match c.method.as_str() {
+        "GET" => (200, model_list("m")),
+        _ => (200, chat_answer("A")),
+    });
+    let dir = scratch("no-threads");
+    let endpoint = stub.url("/v1");
+    let args = [
+        "--endpoint",
+        &endpoint,
+        "--model",
+        "m",
+        "--tasks",
+        "belief",
+        "--limit",
+        "1",
+        "--retry-for",
+        "5",
+        "--quiet",
+        "--out",
+        s(&dir),
+    ];
+    let out = group.command(&runner_exe(), &args).output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    // A clean error's exit status, not a panic's 101.
+    assert!(matches!(out.status.code(), Some(1 | 2)), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("cannot start a thread for requests"), "{err}");
+    assert!(
+        last.contains("--concurrency") && last.contains("pids.max"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
