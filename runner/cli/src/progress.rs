@@ -7,6 +7,7 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use runner_core::journal::Recovered;
 use runner_core::run::{Observer, Running};
+use runner_engine::activity::Activity;
 use runner_engine::served::client::Traffic;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,9 @@ struct Shown {
     headline: String,
     /// A served model's requests in flight and retries.
     traffic: Option<Arc<Traffic>>,
+    /// A local engine's counters of the work in progress, and its token count when the
+    /// clock started.
+    activity: Option<(Arc<Activity>, u64)>,
 }
 
 /// The progress bar: samples, tokens per second, ETA, running scores.
@@ -54,6 +58,7 @@ impl Bar {
             started: Instant::now(),
             headline: headline.to_string(),
             traffic: None,
+            activity: None,
         }));
         // Without a terminal the bar is not drawn: a log gets lines by the clock.
         let log = (!std::io::stderr().is_terminal()).then(|| {
@@ -70,6 +75,17 @@ impl Bar {
     pub(super) fn set_traffic(&self, traffic: Option<Arc<Traffic>>) {
         if let Ok(mut s) = self.shown.lock() {
             s.traffic = traffic;
+        }
+    }
+
+    /// Adds a local engine's work in progress (prefill, rows decoding, tokens so far),
+    /// so that the line moves with the engine, not only when a sample finishes.
+    pub(super) fn set_activity(&self, activity: Option<Arc<Activity>>) {
+        if let Ok(mut s) = self.shown.lock() {
+            s.activity = activity.map(|a| {
+                let base = a.read().tokens;
+                (a, base)
+            });
         }
     }
 
@@ -95,15 +111,24 @@ fn message(s: &Shown, now: Instant) -> String {
     let r = &s.running;
     let elapsed = now.saturating_duration_since(s.started);
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let state = match &s.traffic {
-        Some(t) => super::served::bar_note(t),
-        None if r.generated == 0 && r.done < r.total => " | generating the first samples".into(),
-        None => String::new(),
+    let working = s.activity.as_ref().map(|(a, base)| (a.read(), *base));
+    let state = match (&s.traffic, working) {
+        (Some(t), _) => super::served::bar_note(t),
+        (None, Some((now, _))) if !now.state().is_empty() => format!(" | {}", now.state()),
+        (None, _) if r.generated == 0 && r.done < r.total => {
+            " | generating the first samples".into()
+        }
+        (None, _) => String::new(),
+    };
+    // The engine's own count moves with every step; finished samples' only at their end.
+    let tokens = match working {
+        Some((now, base)) => now.tokens.saturating_sub(base) as f64,
+        None => r.generated_tokens as f64,
     };
     format!(
         "ETA {} | {} tok/s | {} {} | contract failures {}{state}",
         eta(r, elapsed).map_or("-".to_string(), clock),
-        rate(r.generated_tokens as f64 / secs),
+        rate(tokens / secs),
         s.headline,
         r.accuracy()
             .map_or("-".to_string(), |a| format!("{:.1}%", 100.0 * a)),
@@ -229,6 +254,9 @@ impl Observer for Bar {
         self.bar.reset_elapsed();
         if let Ok(mut s) = self.shown.lock() {
             s.started = Instant::now();
+            if let Some((a, base)) = &mut s.activity {
+                *base = a.read().tokens;
+            }
         }
         self.update(r);
     }
@@ -250,6 +278,7 @@ mod tests {
             started,
             headline: "CREG".into(),
             traffic: None,
+            activity: None,
         }
     }
 
@@ -313,6 +342,40 @@ mod tests {
         assert!(early.starts_with("[31s] 0/176 samples | ETA -"), "{early}");
         assert!(early.contains("generating the first samples"), "{early}");
         assert!(later.starts_with("[1m 01s]"), "{later}");
+    }
+
+    #[test]
+    fn a_local_engines_prefill_rows_and_tokens_show_before_any_sample_finishes() {
+        let start = Instant::now();
+        let activity = Arc::new(Activity::default());
+        activity.generated(40); // an earlier call's tokens: not this clock's
+        let mut s = shown(
+            Running {
+                total: 176,
+                ..Running::default()
+            },
+            start,
+        );
+        s.activity = Some((activity.clone(), activity.read().tokens));
+        activity.prefilling(512, 1536);
+        let line = log_line(&s, start + Duration::from_secs(31));
+        assert!(
+            line.contains("| 0.0 tok/s |")
+                && line.ends_with("| prefilling 512 of 1,536 prompt tokens"),
+            "{line}"
+        );
+        activity.prefilling(1536, 1536);
+        activity.decoding(8);
+        activity.generated(8 * 40);
+        let line = log_line(&s, start + Duration::from_secs(40));
+        // 320 tokens in 40 s, though no sample has finished.
+        assert!(
+            line.contains("| 8.0 tok/s |") && line.ends_with("| decoding 8 rows"),
+            "{line}"
+        );
+        activity.idle();
+        let line = log_line(&s, start + Duration::from_secs(41));
+        assert!(line.ends_with("generating the first samples"), "{line}");
     }
 
     /// A log that a test can read while the pulse writes it.

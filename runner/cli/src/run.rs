@@ -228,6 +228,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
     bar.set_traffic(traffic.clone());
+    bar.set_activity(backend.activity());
     if let Some(w) = &watch {
         w.set_bar(&bar.bar);
     }

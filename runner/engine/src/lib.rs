@@ -5,6 +5,7 @@
 //! implement the same trait. This crate names no suite: what a
 //! request asks is a prompt, and what comes back is text and token ids.
 
+pub mod activity;
 pub mod alloc_count;
 pub mod batch;
 pub mod bench;
@@ -181,6 +182,13 @@ pub trait Backend {
     /// How full the decode batch was kept since the backend was made; None for backends
     /// that do not decode in batches of their own.
     fn batch_stats(&self) -> Option<BatchStats> {
+        None
+    }
+
+    /// Counters of the work in progress (prompt tokens prefilled, rows decoding, tokens
+    /// generated) that another thread may read while a call runs; None for a backend
+    /// that keeps none.
+    fn activity(&self) -> Option<std::sync::Arc<activity::Activity>> {
         None
     }
 

@@ -61,6 +61,8 @@ pub struct Engine {
     batch_stats: BatchStats,
     /// Running totals of where decoding's wall time went, for `runner bench`.
     phase_times: PhaseTimes,
+    /// The work in progress, for a progress line between samples.
+    activity: std::sync::Arc<crate::activity::Activity>,
     label: String,
 }
 

@@ -168,6 +168,7 @@ impl Engine {
             scheduler: crate::candle::Scheduler::default(),
             batch_stats: Default::default(),
             phase_times: Default::default(),
+            activity: Default::default(),
         })
     }
 }

@@ -106,6 +106,7 @@ pub(crate) fn run(
         let joining = batch.first_tokens(&ready, stats, times, on_sample)?;
         chosen += ready.iter().map(Incoming::rows).sum::<usize>();
         stats.generated_tokens += chosen;
+        batch.engine.activity.generated(chosen);
 
         let waiting = !batch.queue.is_empty() || !batch.incoming.is_empty();
         if !batch.make_room(joining, waiting, stats, times)? {
@@ -201,7 +202,11 @@ impl<'a> Batch<'a, '_> {
                 None => i.prompt.len() - i.cache.slots(),
             })
             .collect();
+        let total: usize = self.incoming.iter().map(|i| i.prompt.len()).sum();
+        let mut done = total - remaining.iter().sum::<usize>();
         for chunk in self.policy.prefill_chunks(&remaining) {
+            self.engine.activity.prefilling(done, total);
+            done += chunk.len;
             let inc = &mut self.incoming[chunk.prompt];
             let t = Instant::now();
             inc.logits = self
@@ -211,6 +216,7 @@ impl<'a> Batch<'a, '_> {
             inc.prefill_s += dt;
             times.prefill_s += dt;
         }
+        self.engine.activity.prefilling(done, total);
         Ok(())
     }
 
@@ -372,6 +378,7 @@ impl<'a> Batch<'a, '_> {
     ) -> Result<(), EngineError> {
         self.runner.simulated_out_of_memory(self.places.len())?;
         let live = self.places.iter().flatten().count();
+        self.engine.activity.decoding(live);
         stats.steps += 1;
         stats.rows_decoded += live;
         stats.row_steps += self.policy.limits.max_rows.min(live + self.waiting_rows);

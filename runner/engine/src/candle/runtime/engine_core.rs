@@ -40,6 +40,10 @@ impl Backend for Engine {
         Some(self.batch_stats)
     }
 
+    fn activity(&self) -> Option<std::sync::Arc<crate::activity::Activity>> {
+        Some(self.activity.clone())
+    }
+
     fn generate_each(
         &mut self,
         requests: &[Request],
@@ -66,10 +70,12 @@ impl Backend for Engine {
             pending.push((r.clone(), ids));
         }
         let pending = self.split_seeds(pending);
-        match self.scheduler {
+        let result = match self.scheduler {
             Scheduler::Continuous => self.continuous_with_retry(pending, on_sample),
             Scheduler::Static => self.static_groups(pending, on_sample),
-        }
+        };
+        self.activity.idle();
+        result
     }
 }
 

@@ -33,6 +33,7 @@ pub(crate) fn run(
             rows.iter_mut().for_each(|r| r.decode_s += dt);
         }
         batch.generated_tokens += rows.len();
+        engine.activity.generated(rows.len());
         let before = rows.len();
         let mut keep = Vec::new();
         let mut kept_rows = Vec::new();
@@ -50,6 +51,7 @@ pub(crate) fn run(
         }
         rows = kept_rows;
         runner.simulated_out_of_memory(group_rows)?;
+        engine.activity.decoding(rows.len());
         batch.steps += 1;
         batch.rows_decoded += rows.len();
         batch.row_steps += engine.limits.max_rows.min(rows.len() + waiting_rows);
@@ -69,7 +71,10 @@ fn start<'a>(
     times: &mut PhaseTimes,
 ) -> Result<(Vec<Row<'a>>, Tensor, KvCache), EngineError> {
     let t0 = Instant::now();
+    let total = prompts.iter().map(Vec::len).sum();
+    engine.activity.prefilling(0, total);
     let (prompt_logits, mut cache) = engine.prefill(prompts)?;
+    engine.activity.prefilling(total, total);
     // Kernels run asynchronously on a GPU: the prefill ends when they do.
     runner.synchronize()?;
     let prefill_s = t0.elapsed().as_secs_f64();
