@@ -191,6 +191,10 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let panel = super::engine::panel(args.panel.as_deref())?;
     let served = super::served::load(&model_name, &args.served, workload.as_ref(), &panel)?;
+    if served.is_none() && !args.quiet {
+        // A large model's weights take a while to read and check: say what is happening.
+        eprintln!("loading {model_name} ...");
+    }
     let (loaded, traffic, watch) = match served {
         Some(s) => (s.loaded, Some(s.traffic), Some(s.watch)),
         None => (
