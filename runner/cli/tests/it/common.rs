@@ -91,3 +91,17 @@ pub fn journal(dir: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Writes the tiny qwen2 fixture into `dir`, its tokenizer trained on the suite's
+/// prompts, so that CREG prompts encode to few tokens and a run stays short.
+pub fn write_suite_fixture(dir: &Path) {
+    use runner_engine::candle::fixture::{write_fixture_with, Arch, Size};
+    let corpus = creg::workload::tokenizer_corpus().unwrap();
+    write_fixture_with(
+        Arch::Qwen2,
+        Size::Tiny,
+        dir,
+        Some((corpus, creg::workload::SMOKE_VOCAB)),
+    )
+    .unwrap();
+}

@@ -6,8 +6,8 @@
 //! file is sparse on disk, so the test costs nothing, and the head is larger than any
 //! machine the tests run on.
 
+use crate::cgroup::{Limit, TestCgroup};
 use crate::common::{runner, runner_exe, s, scratch_dir, text};
-use crate::memory_cgroup::MemoryCgroup;
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use std::io::Write;
 
@@ -127,16 +127,7 @@ fn the_context_is_checked_before_the_weights_load() {
 fn a_run_states_its_kv_budget_and_row_limit_as_it_starts() {
     let dir = scratch_dir("kv-line");
     let model = dir.join("model");
-    runner_engine::candle::fixture::write_fixture_with(
-        Arch::Qwen2,
-        Size::Tiny,
-        &model,
-        Some((
-            creg::workload::tokenizer_corpus().unwrap(),
-            creg::workload::SMOKE_VOCAB,
-        )),
-    )
-    .unwrap();
+    super::common::write_suite_fixture(&model);
     let o = runner(&[
         "run",
         "--model",
@@ -193,7 +184,7 @@ fn kv_budget_gb(stderr: &str) -> f64 {
 #[test]
 fn a_run_inside_a_memory_cgroup_sizes_its_kv_cache_by_the_groups_limit() {
     let limit: u64 = 256 << 20;
-    let group = match MemoryCgroup::create("creg-kv", limit) {
+    let group = match TestCgroup::create("creg-kv", Limit::Memory(limit)) {
         Ok(g) => g,
         Err(why) => {
             eprintln!("skipped: no memory cgroup can be made here ({why})");
@@ -202,16 +193,7 @@ fn a_run_inside_a_memory_cgroup_sizes_its_kv_cache_by_the_groups_limit() {
     };
     let dir = scratch_dir("kv-cgroup");
     let model = dir.join("model");
-    runner_engine::candle::fixture::write_fixture_with(
-        Arch::Qwen2,
-        Size::Tiny,
-        &model,
-        Some((
-            creg::workload::tokenizer_corpus().unwrap(),
-            creg::workload::SMOKE_VOCAB,
-        )),
-    )
-    .unwrap();
+    super::common::write_suite_fixture(&model);
     let args = [
         "run",
         "--model",

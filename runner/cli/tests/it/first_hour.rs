@@ -410,16 +410,7 @@ fn an_endpoint_that_is_not_a_url_is_refused_at_once() {
 fn a_run_ends_with_its_report_path_and_ctrl_c_says_what_was_kept() {
     let dir = scratch("ctrl-c");
     let model = dir.join("model");
-    runner_engine::candle::fixture::write_fixture_with(
-        Arch::Qwen2,
-        Size::Tiny,
-        &model,
-        Some((
-            creg::workload::tokenizer_corpus().unwrap(),
-            creg::workload::SMOKE_VOCAB,
-        )),
-    )
-    .unwrap();
+    super::common::write_suite_fixture(&model);
     let out = dir.join("out");
     let small = ok(&[
         "--model",

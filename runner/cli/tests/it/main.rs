@@ -3,6 +3,8 @@
 mod architecture;
 mod baselines;
 mod bench_cli;
+#[path = "../support/cgroup.rs"]
+mod cgroup;
 mod common;
 mod creg_suite;
 mod engine_batching;
@@ -20,8 +22,6 @@ mod hf_conventions;
 mod hostile_mirror;
 mod hostile_models;
 mod http_stub;
-#[path = "../support/memory_cgroup.rs"]
-mod memory_cgroup;
 mod pins;
 mod probe_abstention;
 mod probe_baselines;

@@ -2,8 +2,7 @@
 //! the cache, whatever the blobs are named, and revisions that must be commits.
 
 use super::common::{runner_exe, s, scratch, text};
-use creg::workload::{tokenizer_corpus, SMOKE_VOCAB};
-use runner_engine::candle::fixture::{write_fixture, write_fixture_with, Arch, Size};
+use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::digest::sha256_hex;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -134,8 +133,7 @@ fn a_cached_blob_named_by_the_pin_but_holding_a_fixture_does_not_run_as_the_pane
 fn the_manifest_records_the_digest_computed_and_a_blob_changed_later_is_refused() {
     let dir = scratch("digest");
     let model = dir.join("fixture");
-    let corpus = tokenizer_corpus().unwrap();
-    write_fixture_with(Arch::Qwen2, Size::Tiny, &model, Some((corpus, SMOKE_VOCAB))).unwrap();
+    super::common::write_suite_fixture(&model);
     let real = sha256(&model.join("model.safetensors"));
     let bytes = std::fs::metadata(model.join("model.safetensors"))
         .unwrap()

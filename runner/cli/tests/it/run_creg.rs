@@ -2,9 +2,7 @@
 //! shards, resume and its refusals, bad output folders, offline rescoring.
 
 use super::common::{runner, s, scratch, text};
-use creg::workload::{tokenizer_corpus, SMOKE_VOCAB};
 use runner_core::journal::{batches, read_records, SampleRecord, JOURNAL_FILE, MANIFEST_FILE};
-use runner_engine::candle::fixture::{write_fixture_with, Arch, Size};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -16,8 +14,7 @@ fn fixture() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = scratch("models").join("fixture");
-        let corpus = tokenizer_corpus().unwrap();
-        write_fixture_with(Arch::Qwen2, Size::Tiny, &dir, Some((corpus, SMOKE_VOCAB))).unwrap();
+        super::common::write_suite_fixture(&dir);
         dir
     })
 }

@@ -2,82 +2,15 @@
 //! threads: a real pids cgroup (the kind of limit a cluster job or a container sets)
 //! holds the runner to a few dozen threads, and --concurrency asks for a thousand.
 
+use crate::cgroup::{Limit, TestCgroup};
 use crate::common::{runner_exe, s, scratch, text};
 use crate::http_stub::{chat_answer, model_list, Call, Stub};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// A pids cgroup for one child process, made under this process's own group (v1's
-/// `pids` hierarchy or v2) and removed on drop. Making one needs write access to the
-/// cgroup tree; where that is missing, [`PidsCgroup::create`] says why.
-struct PidsCgroup {
-    dir: PathBuf,
-}
-
-impl PidsCgroup {
-    fn create(name: &str, max: u32) -> Result<PidsCgroup, String> {
-        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
-        let root = Path::new("/sys/fs/cgroup");
-        let mut tried = Vec::new();
-        for line in own.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (Some(id), Some(controllers), Some(path)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let mount = if id == "0" && controllers.is_empty() {
-                root.to_path_buf()
-            } else if controllers.split(',').any(|c| c == "pids") {
-                root.join("pids")
-            } else {
-                continue;
-            };
-            let parent = mount.join(path.trim_start_matches('/'));
-            let parent = if parent.is_dir() { parent } else { mount };
-            let dir = parent.join(format!("{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir(&dir);
-            if let Err(e) = std::fs::create_dir(&dir) {
-                tried.push(format!("{}: {e}", dir.display()));
-                continue;
-            }
-            let group = PidsCgroup { dir };
-            match std::fs::write(group.dir.join("pids.max"), max.to_string()) {
-                Ok(()) => return Ok(group),
-                Err(e) => tried.push(format!("{}/pids.max: {e}", group.dir.display())),
-            }
-        }
-        Err(if tried.is_empty() {
-            "no pids cgroup in /proc/self/cgroup".into()
-        } else {
-            tried.join("; ")
-        })
-    }
-
-    /// `exe args…`, moved into the group before it starts.
-    fn command(&self, exe: &Path, args: &[&str]) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(r#"echo $$ > "$0" && shift && exec "$@""#)
-            .arg(self.dir.join("cgroup.procs"))
-            .arg("--")
-            .arg(exe)
-            .args(args);
-        c
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 #[test]
 fn a_thousand_in_flight_under_a_thread_limit_runs_with_the_threads_there_are() {
-    let group = match PidsCgroup::create("served-threads", 24) {
+    let group = match TestCgroup::create("served-threads", Limit::Pids(24)) {
         Ok(g) => g,
         Err(why) => {
             eprintln!("skipped: no pids cgroup can be made here ({why})");
@@ -135,7 +68,7 @@ fn a_thousand_in_flight_under_a_thread_limit_runs_with_the_threads_there_are() {
 #[test]
 fn with_no_thread_to_be_had_the_run_says_so_instead_of_panicking() {
     // One task in the group: the runner's main thread, and nothing more.
-    let group = match PidsCgroup::create("served-no-threads", 1) {
+    let group = match TestCgroup::create("served-no-threads", Limit::Pids(1)) {
         Ok(g) => g,
         Err(why) => {
             eprintln!("skipped: no pids cgroup can be made here ({why})");

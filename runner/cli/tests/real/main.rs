@@ -9,10 +9,10 @@
 //! `cargo test` leaves this target out (its `test = false`): scripts/test runs it.
 
 mod agreement;
+#[path = "../support/cgroup.rs"]
+mod cgroup;
 mod invariance;
 mod memory;
-#[path = "../support/memory_cgroup.rs"]
-mod memory_cgroup;
 mod parity;
 mod resume;
 mod smoke;

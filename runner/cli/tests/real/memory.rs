@@ -1,13 +1,13 @@
 //! A real model inside a memory cgroup smaller than it needs (a Slurm job's limit) is
 //! refused with the figures before loading, not killed by the kernel part-way through.
 
-use crate::memory_cgroup::MemoryCgroup;
+use crate::cgroup::{Limit, TestCgroup};
 use crate::{real, runner_exe, SMOLLM2};
 
 #[test]
 fn smollm2_in_f32_inside_a_512_mib_cgroup_is_refused_with_the_groups_figure() {
     let Some(model) = real(SMOLLM2) else { return };
-    let group = match MemoryCgroup::create("creg-real-load", 512 << 20) {
+    let group = match TestCgroup::create("creg-real-load", Limit::Memory(512 << 20)) {
         Ok(g) => g,
         Err(why) => {
             eprintln!("skipped: no memory cgroup can be made here ({why})");

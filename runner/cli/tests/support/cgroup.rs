@@ -1,21 +1,48 @@
-//! A real memory cgroup for one child process, as Slurm gives a job: made under the test
-//! process's own group (cgroup v1 or v2), its limit set, and removed again on drop.
-//! Making one needs write access to the cgroup tree (root in a container, or a
-//! delegated v2 subtree); where that is missing, [`MemoryCgroup::create`] says why and
+//! A real cgroup for one child process, as Slurm or a container gives a job: made under
+//! the test process's own group (cgroup v1 or v2), its limit set, and removed again on
+//! drop. Making one needs write access to the cgroup tree (root in a container, or a
+//! delegated v2 subtree); where that is missing, [`TestCgroup::create`] says why and
 //! the test reports itself skipped.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub struct MemoryCgroup {
-    dir: PathBuf,
-    procs: PathBuf,
+/// The limit a group sets.
+#[derive(Clone, Copy)]
+pub enum Limit {
+    /// Bytes of memory.
+    Memory(u64),
+    /// Processes and threads (the served tests; the real-checkpoint tests use none).
+    #[allow(dead_code)]
+    Pids(u32),
 }
 
-impl MemoryCgroup {
-    /// A new group named `name` under this process's memory group, limited to `limit`
-    /// bytes; Err says why none could be made.
-    pub fn create(name: &str, limit: u64) -> Result<MemoryCgroup, String> {
+impl Limit {
+    /// The v1 hierarchy's controller, and the limit's file in v1 and in v2.
+    fn files(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Limit::Memory(_) => ("memory", "memory.limit_in_bytes", "memory.max"),
+            Limit::Pids(_) => ("pids", "pids.max", "pids.max"),
+        }
+    }
+
+    fn value(self) -> String {
+        match self {
+            Limit::Memory(bytes) => bytes.to_string(),
+            Limit::Pids(n) => n.to_string(),
+        }
+    }
+}
+
+pub struct TestCgroup {
+    dir: PathBuf,
+}
+
+impl TestCgroup {
+    /// A new group named `name` under this process's group of the limit's controller;
+    /// Err says why none could be made.
+    pub fn create(name: &str, limit: Limit) -> Result<TestCgroup, String> {
+        let (controller, v1_file, v2_file) = limit.files();
         let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
         let root = Path::new("/sys/fs/cgroup");
         let mut tried = Vec::new();
@@ -27,9 +54,9 @@ impl MemoryCgroup {
                 continue;
             };
             let (mount, limit_file) = if id == "0" && controllers.is_empty() {
-                (root.to_path_buf(), "memory.max")
-            } else if controllers.split(',').any(|c| c == "memory") {
-                (root.join("memory"), "memory.limit_in_bytes")
+                (root.to_path_buf(), v2_file)
+            } else if controllers.split(',').any(|c| c == controller) {
+                (root.join(controller), v1_file)
             } else {
                 continue;
             };
@@ -41,17 +68,14 @@ impl MemoryCgroup {
                 tried.push(format!("{}: {e}", dir.display()));
                 continue;
             }
-            let group = MemoryCgroup {
-                procs: dir.join("cgroup.procs"),
-                dir,
-            };
-            match std::fs::write(group.dir.join(limit_file), limit.to_string()) {
+            let group = TestCgroup { dir };
+            match std::fs::write(group.dir.join(limit_file), limit.value()) {
                 Ok(()) => return Ok(group),
                 Err(e) => tried.push(format!("{}: {e}", group.dir.join(limit_file).display())),
             }
         }
         Err(if tried.is_empty() {
-            "no memory cgroup in /proc/self/cgroup".into()
+            format!("no {controller} cgroup in /proc/self/cgroup")
         } else {
             tried.join("; ")
         })
@@ -62,7 +86,7 @@ impl MemoryCgroup {
         let mut c = Command::new("sh");
         c.arg("-c")
             .arg(r#"echo $$ > "$0" && shift && exec "$@""#)
-            .arg(&self.procs)
+            .arg(self.dir.join("cgroup.procs"))
             .arg("--")
             .arg(exe)
             .args(args);
@@ -70,7 +94,7 @@ impl MemoryCgroup {
     }
 }
 
-impl Drop for MemoryCgroup {
+impl Drop for TestCgroup {
     fn drop(&mut self) {
         // The child has exited by now; a group with no process left can be removed.
         let _ = std::fs::remove_dir(&self.dir);
