@@ -1,5 +1,6 @@
 //! The run journal: `manifest.json` written first, then one JSON line per finished
-//! sample appended to `journal.jsonl`, flushed and synced per batch.
+//! sample appended to `journal.jsonl`, flushed and synced with each append (the run loop
+//! appends every 16 samples or every second, `runner_core::run`).
 //!
 //! Resuming reads the journal back: finished samples are skipped, a torn last line
 //! (a crash mid-write) is cut off without touching the lines before it, and a journal

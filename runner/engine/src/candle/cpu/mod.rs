@@ -1,7 +1,7 @@
 //! Kernels for f32 on the CPU. `layers` calls into here when every tensor of an op is
 //! f32 on the CPU and takes candle's ops everywhere else, so that nothing here is
 //! needed for (or tested against) other devices. The linear layers' products take
-//! packed weights (`packed`), f32 or bf16.
+//! packed weights (`packed`): f32, bf16 or q8_0 blocks.
 
 pub mod attention;
 pub mod isa;

@@ -71,7 +71,7 @@ pub type FixtureConfig = fn(&configs::Dims, &dyn Fn(&str) -> u32) -> serde_json:
 
 /// What the fixture writer needs beyond the tensor names.
 pub struct FixtureFacts {
-    /// Special tokens in the order they get ids (fixture_tokenizer.rs places them before
+    /// Special tokens in the order they get ids (`fixture/tokenizer.rs` places them before
     /// or after the learned vocabulary as the family's real vocabulary does).
     pub specials: &'static [&'static str],
     pub bos: Option<&'static str>,
