@@ -101,12 +101,7 @@ impl Engine {
     /// Rows of `tokens_per_row` tokens (prompt and new) decoded together at most: as
     /// many as the KV budget holds, within the row limit (`--max-batch` when given).
     pub fn row_limit(&self, tokens_per_row: usize) -> usize {
-        runtime::device::row_limit(
-            self.limits.kv_budget_bytes,
-            self.kv_bytes_per_token,
-            tokens_per_row,
-        )
-        .min(self.limits.max_rows)
+        self.policy().row_limit(tokens_per_row)
     }
 
     /// The model's layers.

@@ -27,15 +27,7 @@ impl Incoming<'_> {
     }
 
     fn demand(&self) -> Demand {
-        demand(self.request, self.prompt.len())
-    }
-}
-
-fn demand(request: &Request, prompt: usize) -> Demand {
-    Demand {
-        rows: request.seeds.len(),
-        prompt,
-        max_new: request.max_new_tokens,
+        Demand::of(self.request, self.prompt.len())
     }
 }
 
@@ -172,7 +164,7 @@ impl<'a> Batch<'a, '_> {
         let pending = self.pending;
         while let Some(&next) = self.queue.front() {
             let (request, prompt) = &pending[next];
-            if !admission.admits(demand(request, prompt.len())) {
+            if !admission.admits(Demand::of(request, prompt.len())) {
                 break;
             }
             self.queue.pop_front();

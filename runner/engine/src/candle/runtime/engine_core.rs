@@ -1,7 +1,7 @@
 //! The engine core: checks the requests, runs the batching loop the engine is set to,
 //! and after an out-of-memory error runs what is left again with fewer rows.
 
-use crate::candle::runtime::scheduler::{self, Demand};
+use crate::candle::runtime::scheduler::Demand;
 use crate::candle::runtime::{continuous, static_group};
 use crate::candle::{Engine, Scheduler};
 use crate::{Backend, BatchStats, EngineError, Request, RequestId, Sample};
@@ -69,71 +69,40 @@ impl Backend for Engine {
             }
             pending.push((r.clone(), ids));
         }
-        let pending = self.split_seeds(pending);
-        let result = match self.scheduler {
-            Scheduler::Continuous => self.continuous_with_retry(pending, on_sample),
-            Scheduler::Static => self.static_groups(pending, on_sample),
-        };
+        let pending = self.policy().split_seeds(pending);
+        let result = self.decode_with_retry(pending, on_sample);
         self.activity.idle();
         result
     }
 }
 
 impl Engine {
-    /// Splits a request whose seeds need more rows than decode together (the row
-    /// limit, `--max-batch`, or what the KV budget holds for its prompt and answer)
-    /// into requests of as many seeds as fit, each prefilled on its own. The scheduler
-    /// admits a request's rows together, and always admits the first request, so
-    /// unsplit such a request would overrun both limits. A row's tokens depend only on
-    /// its request and seed, so the samples are the whole request's.
-    fn split_seeds(&self, pending: Vec<(Request, Vec<u32>)>) -> Vec<(Request, Vec<u32>)> {
-        let mut out = Vec::with_capacity(pending.len());
-        for (r, ids) in pending {
-            let fit = self.row_limit(ids.len() + r.max_new_tokens).max(1);
-            if r.seeds.len() <= fit {
-                out.push((r, ids));
-                continue;
-            }
-            for seeds in r.seeds.chunks(fit) {
-                let part = Request {
-                    seeds: seeds.to_vec(),
-                    ..r.clone()
-                };
-                out.push((part, ids.clone()));
-            }
-        }
-        out
-    }
-
-    /// Continuous batching; after an out-of-memory error the row limit halves and the
-    /// samples not yet handed over are decoded again (identically: rows are
-    /// batch-invariant, and a sample's randomness is keyed on its request and seed).
-    fn continuous_with_retry(
+    /// Decodes `pending` with the engine's batching mode. After an out-of-memory error
+    /// the scheduler lowers the row limit ([`Policy::rows_after_out_of_memory`]) and the
+    /// samples not yet handed over are decoded again: identically, as rows are
+    /// batch-invariant and a sample's randomness is keyed on its request and seed, and
+    /// none is handed over twice.
+    ///
+    /// [`Policy::rows_after_out_of_memory`]: crate::candle::runtime::scheduler::Policy::rows_after_out_of_memory
+    fn decode_with_retry(
         &mut self,
         mut pending: Vec<(Request, Vec<u32>)>,
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
         let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
         loop {
-            let refs: Vec<(&Request, Vec<u32>)> =
-                pending.iter().map(|(r, p)| (r, p.clone())).collect();
-            let mut stats = self.batch_stats;
-            let mut times = self.phase_times;
             let mut peak = 0;
-            let result = continuous::run(
-                self,
-                &refs,
-                &mut stats,
-                &mut times,
-                &mut peak,
-                &mut |s: Sample| {
+            let result = {
+                let mut once = |s: Sample| {
                     if emitted.insert((s.request_id.clone(), s.seed)) {
                         on_sample(s)
                     }
-                },
-            );
-            self.batch_stats = stats;
-            self.phase_times = times;
+                };
+                match self.scheduler {
+                    Scheduler::Continuous => self.continuous(&pending, &mut peak, &mut once),
+                    Scheduler::Static => self.static_groups(&pending, &mut peak, &mut once),
+                }
+            };
             let retry = match &result {
                 Err(e) if is_out_of_memory(e) => self.policy().rows_after_out_of_memory(peak),
                 _ => None,
@@ -153,23 +122,33 @@ impl Engine {
         }
     }
 
-    /// Static groups: the benchmark's baseline for continuous batching.
+    /// Continuous batching over all of `pending`; `peak` gets the most rows the device
+    /// held.
+    fn continuous(
+        &mut self,
+        pending: &[(Request, Vec<u32>)],
+        peak: &mut usize,
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        let refs: Vec<(&Request, Vec<u32>)> = pending.iter().map(|(r, p)| (r, p.clone())).collect();
+        let (mut stats, mut times) = (self.batch_stats, self.phase_times);
+        let result = continuous::run(self, &refs, &mut stats, &mut times, peak, on_sample);
+        (self.batch_stats, self.phase_times) = (stats, times);
+        result
+    }
+
+    /// Static groups, the benchmark's baseline for continuous batching, one after the
+    /// other; `peak` gets the rows of the group that failed.
     fn static_groups(
         &mut self,
-        pending: Vec<(Request, Vec<u32>)>,
+        pending: &[(Request, Vec<u32>)],
+        peak: &mut usize,
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
         let demands: Vec<Demand> = pending
             .iter()
-            .map(|(r, p)| Demand {
-                rows: r.seeds.len(),
-                prompt: p.len(),
-                max_new: r.max_new_tokens,
-            })
+            .map(|(r, p)| Demand::of(r, p.len()))
             .collect();
-        // Samples already handed over: a group retried after an out-of-memory error
-        // decodes them again (identically) and they are not handed over twice.
-        let mut emitted: HashSet<(RequestId, u64)> = HashSet::new();
         let mut start = 0;
         while start < pending.len() {
             let end = self.policy().group_end(&demands, start);
@@ -177,40 +156,14 @@ impl Engine {
             let prompts: Vec<Vec<u32>> =
                 pending[start..end].iter().map(|(_, p)| p.clone()).collect();
             let waiting: usize = demands[end..].iter().map(|d| d.rows).sum();
-            let mut stats = self.batch_stats;
-            let mut times = self.phase_times;
+            *peak = demands[start..end].iter().map(|d| d.rows).sum();
+            let (mut stats, mut times) = (self.batch_stats, self.phase_times);
             let result = static_group::run(
-                self,
-                &group,
-                &prompts,
-                waiting,
-                &mut stats,
-                &mut times,
-                &mut |s: Sample| {
-                    if emitted.insert((s.request_id.clone(), s.seed)) {
-                        on_sample(s)
-                    }
-                },
+                self, &group, &prompts, waiting, &mut stats, &mut times, on_sample,
             );
-            self.batch_stats = stats;
-            self.phase_times = times;
-            let retry = match &result {
-                Err(e) if is_out_of_memory(e) => {
-                    scheduler::group_rows_after_out_of_memory(&demands[start..end])
-                }
-                _ => None,
-            };
-            match (result, retry) {
-                (Err(_), Some(shrunk)) => {
-                    let rows: usize = demands[start..end].iter().map(|d| d.rows).sum();
-                    eprintln!(
-                        "warning: out of memory decoding {rows} rows together; retrying with at most {shrunk}"
-                    );
-                    self.limits.max_rows = shrunk.max(1);
-                }
-                (Err(e), None) => return Err(e),
-                (Ok(()), _) => start = end,
-            }
+            (self.batch_stats, self.phase_times) = (stats, times);
+            result?;
+            start = end;
         }
         Ok(())
     }

@@ -39,8 +39,7 @@ impl<'a> Row<'a> {
     pub fn demand(&self) -> Demand {
         Demand {
             rows: 1,
-            prompt: self.prompt_tokens,
-            max_new: self.request.max_new_tokens,
+            ..Demand::of(self.request, self.prompt_tokens)
         }
     }
 

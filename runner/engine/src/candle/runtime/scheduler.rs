@@ -1,7 +1,9 @@
 //! The scheduler's policy: which rows run, what each step prefills, and what becomes of
 //! finished rows' places, decided from plain numbers so that it reads apart from the work.
 
+use crate::candle::runtime::device::row_limit;
 use crate::candle::runtime::kv_cache::join_peak_bytes;
+use crate::Request;
 use std::ops::Range;
 
 /// How much work one forward pass may take on.
@@ -98,6 +100,15 @@ pub(crate) struct Demand {
 }
 
 impl Demand {
+    /// What `request` asks, with a prompt of `prompt` tokens: a row per seed.
+    pub fn of(request: &Request, prompt: usize) -> Demand {
+        Demand {
+            rows: request.seeds.len(),
+            prompt,
+            max_new: request.max_new_tokens,
+        }
+    }
+
     /// Prompt and new tokens: the cache its rows may come to need.
     pub fn extent(&self) -> usize {
         self.prompt + self.max_new
@@ -431,22 +442,49 @@ impl Policy {
         extent + self.headroom(longest_answer)
     }
 
-    /// The row limit after an out-of-memory error with `peak` rows on the device: half
-    /// as many, where that is at least one and below the present limit (None: give up).
+    /// The row limit after an out-of-memory error with `peak` rows on the device (a
+    /// continuous batch's most, a static group's rows): half as many, where that is at
+    /// least one and below the present limit (None: give up).
     pub fn rows_after_out_of_memory(&self, peak: usize) -> Option<usize> {
         let half = peak / 2;
         (half >= 1 && half < self.limits.max_rows).then_some(half)
     }
-}
 
-/// The row limit after an out-of-memory error in a static group of `group` requests:
-/// the rows of its first half (at least one); None for a group of one request.
-pub(crate) fn group_rows_after_out_of_memory(group: &[Demand]) -> Option<usize> {
-    if group.len() <= 1 {
-        return None;
+    /// Rows of `tokens_per_row` tokens each that decode together: the KV budget's
+    /// share and the row limit, at least one.
+    pub fn row_limit(&self, tokens_per_row: usize) -> usize {
+        row_limit(
+            self.limits.kv_budget_bytes,
+            self.kv_bytes_per_token,
+            tokens_per_row,
+        )
+        .min(self.limits.max_rows)
     }
-    let shrunk: usize = group[..group.len() / 2].iter().map(|d| d.rows).sum();
-    Some(shrunk)
+
+    /// Splits a request whose seeds need more rows than decode together (the row
+    /// limit, `--max-batch`, or what the KV budget holds for its prompt and answer)
+    /// into requests of as many seeds as fit, each prefilled on its own. The scheduler
+    /// admits a request's rows together, and always admits the first request, so
+    /// unsplit such a request would overrun both limits. A row's tokens depend only on
+    /// its request and seed, so the samples are the whole request's.
+    pub fn split_seeds(&self, pending: Vec<(Request, Vec<u32>)>) -> Vec<(Request, Vec<u32>)> {
+        let mut out = Vec::with_capacity(pending.len());
+        for (r, ids) in pending {
+            let fit = self.row_limit(ids.len() + r.max_new_tokens).max(1);
+            if r.seeds.len() <= fit {
+                out.push((r, ids));
+                continue;
+            }
+            for seeds in r.seeds.chunks(fit) {
+                let part = Request {
+                    seeds: seeds.to_vec(),
+                    ..r.clone()
+                };
+                out.push((part, ids.clone()));
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -110,8 +110,6 @@ fn static_groups_end_at_the_row_limit_or_the_kv_budget() {
     assert_eq!(p.group_end(&pending, 0), 1, "4 rows x (100 + 100) tokens");
     assert_eq!(p.group_end(&pending, 1), 3);
     assert_eq!(p.group_end(&[demand(9, 900, 900)], 0), 1);
-    assert_eq!(group_rows_after_out_of_memory(&pending), Some(2));
-    assert_eq!(group_rows_after_out_of_memory(&pending[..1]), None);
 }
 
 #[test]
@@ -209,4 +207,43 @@ fn without_newcomers_the_cache_is_kept_gathered_or_emptied() {
         compact.cache_plan(&[None], c(), &[demand(2, 10, 5)], true),
         CachePlan::Join { capacity: 15 }
     );
+}
+
+#[test]
+fn seeds_beyond_the_rows_that_fit_split_into_requests_of_their_own() {
+    use crate::{Prompt, RequestId, Sampling};
+    // 4 rows at most; a KV budget of 1,000 tokens: 10 rows of 100, 2 rows of 400.
+    let p = policy(4, 1000, Refill::InPlace);
+    let request = |id: &str, seeds: &[u64], max_new: usize| Request {
+        id: RequestId::new(id),
+        prompt: Prompt::Raw(String::new()),
+        seeds: seeds.to_vec(),
+        max_new_tokens: max_new,
+        sampling: Sampling::Greedy,
+    };
+    let split = p.split_seeds(vec![
+        (request("short", &[1, 2, 3, 4, 5, 6], 50), vec![0; 50]),
+        (request("long", &[7, 8, 9], 200), vec![0; 200]),
+        (request("fits", &[10], 10), vec![0; 10]),
+    ]);
+    let seeds: Vec<(&str, Vec<u64>)> = split
+        .iter()
+        .map(|(r, _)| (r.id.as_str(), r.seeds.clone()))
+        .collect();
+    assert_eq!(
+        seeds,
+        [
+            ("short", vec![1, 2, 3, 4]),
+            ("short", vec![5, 6]),
+            ("long", vec![7, 8]),
+            ("long", vec![9]),
+            ("fits", vec![10]),
+        ]
+    );
+    assert!(split.iter().all(|(r, ids)| ids.len()
+        == match r.id.as_str() {
+            "short" => 50,
+            "long" => 200,
+            _ => 10,
+        }));
 }
