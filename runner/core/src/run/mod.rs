@@ -17,7 +17,7 @@ pub mod suite;
 
 use crate::journal::batches::BatchLog;
 use crate::journal::failed::{FailedLog, FAILED_FILE};
-use crate::journal::{self, Journal, JournalError, Manifest, SampleRecord};
+use crate::journal::{self, Journal, JournalError, Manifest, Recovered, SampleRecord};
 use runner_engine::id::RequestId;
 use runner_engine::{Backend, EngineError, Handover, Request, Sample, Sampling};
 use serde_json::Value;
@@ -225,64 +225,24 @@ pub fn execute_with(
         Some(_) => Some(BatchLog::open(&journal)?),
         None => None,
     };
-    let mut running = Running {
-        total: jobs.iter().map(|j| j.request.seeds.len()).sum(),
-        ..Running::default()
-    };
     let planned: BTreeSet<(&str, u64)> = jobs
         .iter()
         .flat_map(|j| j.request.seeds.iter().map(|&s| (j.request.id.as_str(), s)))
         .collect();
-    let mut done: BTreeSet<(String, u64)> = BTreeSet::new();
-    for r in &recovered.records {
-        if planned.contains(&(r.request_id.as_str(), r.seed)) && done.insert(r.key()) {
-            running.add(&workload.score(r).map_err(|message| RunError::Score {
-                path: dir.join(journal::JOURNAL_FILE),
-                message: format!("request {} seed {}: {message}", r.request_id, r.seed),
-            })?);
-        }
-    }
+    let (mut running, mut done) = rescore_recovered(workload, jobs, &planned, &recovered, dir)?;
     observer.resumed(&running, &recovered);
     let mut failed_log = FailedLog::open(&journal)?;
     if !options.retry_failed {
         done.extend(failed_log.known.keys().cloned());
     }
 
-    // What is left: each request with the seeds not yet journaled.
     let by_id: HashMap<&RequestId, &Job> = jobs.iter().map(|j| (&j.request.id, j)).collect();
-    let mut pending: Vec<Request> = Vec::new();
-    for j in jobs {
-        let seeds: Vec<u64> = j
-            .request
-            .seeds
-            .iter()
-            .copied()
-            .filter(|&s| !done.contains(&(j.request.id.to_string(), s)))
-            .collect();
-        if !seeds.is_empty() {
-            pending.push(Request {
-                seeds,
-                ..j.request.clone()
-            });
-        }
-    }
-
+    let pending = pending_after(jobs, &done);
     let batch = backend.preferred_batch().max(1);
     let mut start = 0;
     while start < pending.len() {
-        let mut end = start;
-        let mut samples = 0;
-        while end < pending.len() && (end == start || samples + pending[end].seeds.len() <= batch) {
-            samples += pending[end].seeds.len();
-            end += 1;
-        }
-        // A call can hold hundreds of samples and run for many minutes: what finishes is
-        // journaled as it comes, a few at a time (each append is one fsync), so a crash
-        // loses at most the last few seconds of work, not the whole call. A call that
-        // ends within JOURNAL_GRACE is journaled at its end.
-        let mut finished: Vec<SampleRecord> = Vec::with_capacity(samples.min(JOURNAL_EVERY));
-        let call_started = Instant::now();
-        let mut last_append = call_started;
+        let end = call_end(&pending, start, batch);
+        let mut appender = Appender::new(&mut journal);
         let mut failure: Option<RunError> = None;
         let before_call = backend.batch_stats();
         let result = backend.generate_handing_over(&pending[start..end], &mut |h: Handover| {
@@ -291,9 +251,8 @@ pub fn execute_with(
             }
             let sample: Sample = match h {
                 Handover::Sample(s) => s,
-                Handover::Idle if finished.is_empty() => return,
                 Handover::Idle => {
-                    if let Err(e) = keep(&mut journal, &mut finished, &mut last_append) {
+                    if let Err(e) = appender.idle() {
                         failure = Some(e.into());
                     }
                     return;
@@ -323,13 +282,8 @@ pub fn execute_with(
                     running.generated += 1;
                     running.generated_tokens += sample.generated_tokens();
                     record.scores = s.scores;
-                    finished.push(record);
-                    let many =
-                        finished.len() >= JOURNAL_EVERY && call_started.elapsed() >= JOURNAL_GRACE;
-                    if many || last_append.elapsed() >= JOURNAL_INTERVAL {
-                        if let Err(e) = keep(&mut journal, &mut finished, &mut last_append) {
-                            failure = Some(e.into());
-                        }
+                    if let Err(e) = appender.add(record) {
+                        failure = Some(e.into());
                     }
                     observer.sample(&running);
                 }
@@ -342,7 +296,7 @@ pub fn execute_with(
             }
         });
         // Whatever finished is kept, even when the backend failed part-way.
-        journal.append(&finished)?;
+        appender.flush()?;
         // Per call, not per process: a killed process loses only its last call's figures.
         if let (Some(log), Some(after), Some(before)) =
             (&mut batch_log, backend.batch_stats(), before_call)
@@ -360,6 +314,31 @@ pub fn execute_with(
     // before the journal is read back for the reports.
     drop(pending);
 
+    let (summary, failed_note, failed) =
+        write_reports(workload, dir, label, &planned, &failed_log)?;
+    Ok(Outcome {
+        running,
+        recovered: recovered.records.len(),
+        torn_bytes: recovered.torn_bytes,
+        summary,
+        failed_note,
+        seconds: started.elapsed().as_secs_f64(),
+        batch: backend
+            .batch_stats()
+            .map(|b| b.since(&batch_before.unwrap_or_default())),
+        failed,
+    })
+}
+
+/// The run's reports from its journal read back whole; returns the summary, the note on
+/// the samples that stand as failed (planned, never answered) and their count.
+fn write_reports(
+    workload: &dyn Workload,
+    dir: &Path,
+    label: &str,
+    planned: &BTreeSet<(&str, u64)>,
+    failed_log: &FailedLog,
+) -> Result<(String, String, usize), RunError> {
     let records = journal::read_records(&dir.join(journal::JOURNAL_FILE), false)?.records;
     let title = format!("{}: {label}", workload.name());
     let answered: BTreeSet<(String, u64)> = records.iter().map(SampleRecord::key).collect();
@@ -369,30 +348,116 @@ pub fn execute_with(
         .filter(|(k, _)| planned.contains(&(k.0.as_str(), k.1)) && !answered.contains(*k))
         .collect();
     let summary = workload.report(&[(label.to_string(), records)], dir, &title)?;
-    Ok(Outcome {
-        running,
-        recovered: recovered.records.len(),
-        torn_bytes: recovered.torn_bytes,
-        summary,
-        failed_note: failed_note(&standing),
-        seconds: started.elapsed().as_secs_f64(),
-        batch: backend
-            .batch_stats()
-            .map(|b| b.since(&batch_before.unwrap_or_default())),
-        failed: standing.len(),
-    })
+    Ok((summary, failed_note(&standing), standing.len()))
 }
 
-/// Journals (and syncs) what finished since the last append.
-fn keep(
-    journal: &mut Journal,
-    finished: &mut Vec<SampleRecord>,
-    last_append: &mut Instant,
-) -> Result<(), JournalError> {
-    journal.append(finished)?;
-    finished.clear();
-    *last_append = Instant::now();
-    Ok(())
+/// The running figures and the (request, seed) keys of the planned samples a resumed
+/// journal already holds, each scored again (a journal line counts once).
+fn rescore_recovered(
+    workload: &dyn Workload,
+    jobs: &[Job],
+    planned: &BTreeSet<(&str, u64)>,
+    recovered: &Recovered,
+    dir: &Path,
+) -> Result<(Running, BTreeSet<(String, u64)>), RunError> {
+    let mut running = Running {
+        total: jobs.iter().map(|j| j.request.seeds.len()).sum(),
+        ..Running::default()
+    };
+    let mut done: BTreeSet<(String, u64)> = BTreeSet::new();
+    for r in &recovered.records {
+        if planned.contains(&(r.request_id.as_str(), r.seed)) && done.insert(r.key()) {
+            running.add(&workload.score(r).map_err(|message| RunError::Score {
+                path: dir.join(journal::JOURNAL_FILE),
+                message: format!("request {} seed {}: {message}", r.request_id, r.seed),
+            })?);
+        }
+    }
+    Ok((running, done))
+}
+
+/// What is left of `jobs`: each request with the seeds not in `done`.
+fn pending_after(jobs: &[Job], done: &BTreeSet<(String, u64)>) -> Vec<Request> {
+    let mut pending = Vec::new();
+    for j in jobs {
+        let seeds: Vec<u64> = j
+            .request
+            .seeds
+            .iter()
+            .copied()
+            .filter(|&s| !done.contains(&(j.request.id.to_string(), s)))
+            .collect();
+        if !seeds.is_empty() {
+            pending.push(Request {
+                seeds,
+                ..j.request.clone()
+            });
+        }
+    }
+    pending
+}
+
+/// The end of the backend call that starts at `start`: requests while their samples
+/// fit `batch`, at least one.
+fn call_end(pending: &[Request], start: usize, batch: usize) -> usize {
+    let mut end = start;
+    let mut samples = 0;
+    while end < pending.len() && (end == start || samples + pending[end].seeds.len() <= batch) {
+        samples += pending[end].seeds.len();
+        end += 1;
+    }
+    end
+}
+
+/// The journal's writer during one backend call. A call can hold hundreds of samples
+/// and run for many minutes: what finishes is journaled as it comes, a few at a time
+/// (each append is one fsync), so a crash loses at most the last few seconds of work,
+/// not the whole call. A call that ends within [`JOURNAL_GRACE`] is journaled at its
+/// end.
+struct Appender<'j> {
+    journal: &'j mut Journal,
+    finished: Vec<SampleRecord>,
+    call_started: Instant,
+    last_append: Instant,
+}
+
+impl<'j> Appender<'j> {
+    fn new(journal: &'j mut Journal) -> Appender<'j> {
+        let now = Instant::now();
+        Appender {
+            journal,
+            finished: Vec::with_capacity(JOURNAL_EVERY),
+            call_started: now,
+            last_append: now,
+        }
+    }
+
+    /// A scored sample: journaled now when enough have finished or a second has passed.
+    fn add(&mut self, record: SampleRecord) -> Result<(), JournalError> {
+        self.finished.push(record);
+        let many =
+            self.finished.len() >= JOURNAL_EVERY && self.call_started.elapsed() >= JOURNAL_GRACE;
+        if many || self.last_append.elapsed() >= JOURNAL_INTERVAL {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The backend waits on something: a good moment to journal what finished.
+    fn idle(&mut self) -> Result<(), JournalError> {
+        if self.finished.is_empty() {
+            return Ok(());
+        }
+        self.flush()
+    }
+
+    /// Journals (and syncs) what finished since the last append.
+    fn flush(&mut self) -> Result<(), JournalError> {
+        self.journal.append(&self.finished)?;
+        self.finished.clear();
+        self.last_append = Instant::now();
+        Ok(())
+    }
 }
 
 /// What the summary says of samples kept as failed: how many, and why (the first few).
