@@ -134,3 +134,30 @@ fn pit_queries_read_claims_too() {
         Outcome::Correct
     );
 }
+
+#[test]
+fn a_model_that_repeats_the_prompt_scores_nothing_and_the_headline_says_why() {
+    let items = generate_probe();
+    let responses: Vec<ProbeResponse> = items
+        .iter()
+        .map(|it| {
+            let [pre, post] = probe_prompts(it);
+            ProbeResponse {
+                pre: Answer::text(pre.text),
+                post: Answer::text(post.text),
+                ..ProbeResponse::default()
+            }
+        })
+        .collect();
+    let pairs: Vec<(&ProbeItem, &ProbeResponse)> = items.iter().zip(&responses).collect();
+    let r = probe::score::score_probe("echo", &pairs);
+    assert_eq!(r.pre_acc.map(|e| e.mean), Some(0.0));
+    assert_eq!(r.post_acc.map(|e| e.mean), Some(0.0));
+    assert_eq!(r.stale_rate.map(|e| e.mean), Some(0.0));
+    assert_eq!(r.unusable_rate.map(|e| e.mean), Some(1.0));
+    let column = probe::report::words::HEADLINE
+        .iter()
+        .find(|m| m.path == "probe/unusable_rate")
+        .expect("the headline has an unusable-replies column");
+    assert_eq!((column.get)(&r).map(|e| e.mean), Some(1.0));
+}

@@ -30,7 +30,7 @@ pub fn words(sentence: &str) -> Vec<Word> {
                 clause,
             });
         }
-        if raw.ends_with([',', ';', ':', '\u{2014}', '\u{2013}', ')']) {
+        if raw.ends_with([',', ';', ':', '\u{2014}', '\u{2013}', ')']) || raw == "-" {
             clause += 1;
         }
     }
@@ -78,12 +78,38 @@ const EMPTY_WORDS: &[&str] = &[
     "your", "question", "answer", "correct", "true", "false", "fine", "good", "nice",
 ];
 
+/// Whether a sentence speaks of the model itself rather than of the user: its role
+/// ("You are a helpful AI assistant named SmolLM", a chat template's system prompt
+/// restated) or its own state ("I'm sorry for any confusion"). A first-person sentence
+/// that speaks of the user ("I think you work at X") is not one.
+fn about_the_model(words: &[Word]) -> bool {
+    let t: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+    let has = |w: &str| t.contains(&w);
+    let role = ["assistant", "chatbot", "ai", "bot"].iter().any(|w| has(w))
+        && (has("you") || has("youre") || has("i") || has("im") || has("as"));
+    // "I'd say X", "I think X" are hedged answers, not the model speaking of itself.
+    let hedge = t.get(1).is_some_and(|w| HEDGES.contains(w));
+    let speaker = matches!(t.first(), Some(&("i" | "im" | "ive" | "ill" | "id")))
+        && !hedge
+        && !has("you")
+        && !has("your")
+        && !has("youre");
+    role || speaker
+}
+
+/// Verbs by which a first-person sentence hedges an answer.
+const HEDGES: &[&str] = &[
+    "say", "think", "believe", "guess", "suppose", "reckon", "assume", "bet", "recall",
+    "remember", "would", "gather", "understand",
+];
+
 /// Words that open sentences without naming anything ("What is ...", "Everything is").
 const STARTERS: &[&str] = &[
     "what", "which", "who", "where", "when", "why", "how", "everything", "nothing", "someone",
     "something", "everyone", "nobody", "one", "each", "all", "both", "today", "now", "currently",
     "based", "according", "as", "since", "your", "his", "her", "their", "our", "he", "she",
     "unfortunately", "however", "also", "then", "note", "but", "if", "while", "after", "before",
+    "same", "different", "new", "old", "next", "other", "another", "sounds", "looks", "seems",
 ];
 
 /// Verbs after which a sentence's capitalised first word reads as a name ("Acme hired
@@ -98,10 +124,13 @@ const NAMING_VERBS: &[&str] = &[
 /// of content words ("New York City."; a closing "Have a nice day!" is not one).
 /// `masked` marks words already read as (negated or denied) candidates.
 pub fn names_a_value(words: &[Word], masked: &[bool], first: bool) -> bool {
+    if about_the_model(words) {
+        return false;
+    }
     let free = |i: usize| !masked.get(i).copied().unwrap_or(false) && !negated(words, i);
     let name = |i: usize| {
         let w = &words[i];
-        w.capitalised && !NOT_NAMES.contains(&w.text.as_str()) && free(i)
+        w.capitalised && !NOT_NAMES.contains(&w.text.as_str()) && !is_negation(&w.text) && free(i)
     };
     let first_is_name = words.len() > 1
         && name(0)
@@ -109,10 +138,16 @@ pub fn names_a_value(words: &[Word], masked: &[bool], first: bool) -> bool {
         && !STARTERS.contains(&words[0].text.as_str())
         && (words[1].capitalised || NAMING_VERBS.contains(&words[1].text.as_str()));
     let later_name = (1..words.len()).any(name);
+    let content = |i: usize| {
+        let t = words[i].text.as_str();
+        free(i) && !EMPTY_WORDS.contains(&t) && !STARTERS.contains(&t) && !NOT_NAMES.contains(&t)
+    };
+    // The first clause stands for the phrase: "Pfitzinger 18/55 - you mentioned it".
+    let lead = words.iter().take_while(|w| w.clause == 0).count();
     let short = first
-        && (1..=4).contains(&words.len())
-        && (0..words.len()).any(|i| free(i) && !EMPTY_WORDS.contains(&words[i].text.as_str()))
-        && !words.iter().any(|w| is_negation(&w.text));
+        && (1..=4).contains(&lead)
+        && (0..lead).any(|i| content(i) && (words[i].capitalised || lead == 1))
+        && !words[..lead].iter().any(|w| is_negation(&w.text));
     first_is_name || later_name || short
 }
 
@@ -149,5 +184,12 @@ mod tests {
         assert!(!named("Thank you."));
         assert!(!named("I'm glad that you're not a customer of Copperleaf Foods."));
         assert!(!named("Your employer changed in June."));
+        assert!(!named("You are a helpful AI assistant named SmolLM, trained by Hugging Face"));
+        assert!(!named("I'm sorry, I'm not a chatbot. I'm a human."));
+        assert!(!named("Same user, different session."));
+        assert!(named("I think you work at Acme Robotics now."));
+        assert!(named("I'd say BillBridge."));
+        assert!(named("Pfitzinger 18/55 - you mentioned it recently."));
+        assert!(!named("Not Eastern any more, that's all I know."));
     }
 }

@@ -19,6 +19,8 @@ use crate::score::normalize::tokens;
 pub struct PromptEcho {
     instructions: Vec<Vec<String>>,
     user: Vec<Vec<String>>,
+    /// The asked question; empty when not known.
+    question: Vec<String>,
 }
 
 /// Words by which a copied run speaks as the user.
@@ -31,6 +33,7 @@ impl PromptEcho {
         PromptEcho {
             instructions: [PREAMBLE, instruction].iter().map(|t| tokens(t)).collect(),
             user,
+            question: tokens(question),
         }
     }
 
@@ -42,6 +45,12 @@ impl PromptEcho {
         PromptEcho::new(&item.sessions, &item.question, PIT_INSTRUCTION)
     }
 
+    /// Whether a `Question:` line the reply wrote asks something else than the prompt.
+    fn other_question(&self, line: &str) -> bool {
+        let asked = line.split_once(':').map_or("", |(_, q)| q);
+        !self.question.is_empty() && tokens(asked) != self.question
+    }
+
     /// Whether these words were copied from the prompt rather than said by the model.
     fn echoes(&self, words: &[String]) -> bool {
         // Bounded: a runaway sentence is judged by its start.
@@ -50,8 +59,11 @@ impl PromptEcho {
         if n == 0 {
             return false;
         }
-        let whole = |run: usize| run == n && n >= 4;
-        self.instructions.iter().any(|line| {
+        let whole = |run: usize| run == n && n >= 6;
+        // The instruction garbled ("If the conversation supports ..., reply "unknown"").
+        let instructs = words.windows(2).any(|w| w[0] == "reply" && w[1] == "unknown");
+        instructs
+            || self.instructions.iter().any(|line| {
             let run = longest_run(words, line).len();
             run >= 5 || whole(run)
         }) || self.user.iter().any(|line| {
@@ -98,10 +110,16 @@ impl Claims {
     }
 }
 
-/// Markdown decoration a line may open with.
+/// Markdown decoration or list numbering ("3. ", "2) ") a line may open with.
 fn undecorated(line: &str) -> &str {
-    line.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>' | '-' | '_'))
-        .trim_end()
+    let line = line
+        .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>' | '-' | '_'));
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let line = match line[digits..].strip_prefix(['.', ')']) {
+        Some(rest) if digits > 0 && rest.starts_with(' ') => rest,
+        _ => line,
+    };
+    line.trim().trim_start_matches(['*', '_']).trim()
 }
 
 /// A line that writes a turn of a conversation, or the prompt's own framing.
@@ -182,6 +200,23 @@ pub fn sentences(line: &str) -> Vec<&str> {
     out
 }
 
+/// Words by which a sentence ending in `?` asks rather than guesses ("Albany?",
+/// "maybe VoltPay?" are tentative answers).
+const ASKING: &[&str] = &[
+    "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "do", "does", "did",
+    "is", "are", "was", "were", "can", "could", "would", "will", "should", "shall", "have",
+    "has", "may", "might", "am", "whats", "wheres", "whos", "hows", "any", "anything", "please",
+];
+
+/// A sentence that asks a question: it ends in `?` and opens with a question word (or
+/// holds one after a comma or dash, "so, which one do you mean?").
+fn asks(sentence: &str) -> bool {
+    sentence.trim_end_matches(['"', '\'', '\u{201d}', ')']).ends_with('?')
+        && sentence
+            .split([',', ';', ':', '-', '\u{2014}'])
+            .any(|part| tokens(part).first().is_some_and(|w| ASKING.contains(&w.as_str())))
+}
+
 /// Quoted spans ("...", “...”) that copy the prompt, removed from a sentence.
 fn without_quoted_echoes(sentence: &str, prompt: &PromptEcho) -> String {
     let mut out = String::new();
@@ -211,10 +246,15 @@ fn without_quoted_echoes(sentence: &str, prompt: &PromptEcho) -> String {
 pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
     let mut own: Vec<&str> = Vec::new();
     let mut label: Option<usize> = None;
+    // An `Answer:` line answers the `Question:` line before it, if the reply wrote one.
+    let mut asked_elsewhere = false;
     for raw in reply.lines() {
         let line = undecorated(raw);
         if line.is_empty() {
             continue;
+        }
+        if line.get(..9).is_some_and(|p| p.eq_ignore_ascii_case("question:")) {
+            asked_elsewhere = prompt.other_question(line);
         }
         if is_turn(line) {
             // Before anything of its own, a restated prompt; after, an invented one.
@@ -225,13 +265,20 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
         }
         let line = without_own_role(line);
         if let Some(rest) = after_label(line) {
+            if asked_elsewhere {
+                // The answer to an invented question: part of an invented conversation.
+                if own.is_empty() {
+                    continue;
+                }
+                break;
+            }
             label = Some(own.len());
             own.push(rest);
             continue;
         }
         let said = sentences(line)
             .iter()
-            .any(|s| !s.ends_with('?') && !prompt.echoes(&tokens(s)));
+            .any(|s| !asks(s) && !prompt.echoes(&tokens(s)));
         if said || !own.is_empty() {
             own.push(line);
         }
@@ -241,13 +288,7 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
         let text = own[at..].iter().find(|l| !l.trim().is_empty()).copied();
         let first = text.and_then(|t| sentences(t).first().map(|s| s.to_string()));
         let sentences = first
-            .filter(|s| {
-                let words = tokens(s);
-                !prompt
-                    .instructions
-                    .iter()
-                    .any(|l| longest_run(&words, l).len() >= 5)
-            })
+            .filter(|s| !prompt.echoes(&tokens(s)))
             .into_iter()
             .collect();
         return Claims {
@@ -258,7 +299,7 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
     let sentences = own
         .iter()
         .flat_map(|l| sentences(l))
-        .filter(|s| !s.ends_with('?'))
+        .filter(|s| !asks(s))
         .map(|s| without_quoted_echoes(s, prompt))
         .filter(|s| {
             let words = tokens(s);
