@@ -161,6 +161,10 @@ pub fn denied(words: &[String], start: usize, len: usize) -> bool {
         if words[end - 1] == "longer" && end >= 2 && words[end - 2] == "no" {
             return true;
         }
+        // So is "used to", though "to" may be skipped too ("you used to work at X").
+        if words[end - 1] == "to" && end >= 2 && words[end - 2] == "used" {
+            return true;
+        }
         end -= 1;
         skipped += 1;
     }

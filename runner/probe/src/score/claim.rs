@@ -157,17 +157,30 @@ fn without_own_role(line: &str) -> &str {
     line
 }
 
-/// The text after the last `answer:` label of a line (case-insensitive), if any.
+/// Labels after which a line gives its answer: `Answer:`, a JSON `"answer":` or
+/// `'answer':` field, "the answer is" (not "no answer is ...").
+const LABELS: &[&str] = &[
+    "answer:",
+    "\"answer\":",
+    "'answer':",
+    "the answer is",
+    "my answer is",
+    "final answer is",
+];
+
+/// The text after the last answer label of a line (case-insensitive), if any.
 fn after_label(line: &str) -> Option<&str> {
-    const LABEL: &str = "answer:";
     // Searched in the original text: lower-casing can change byte offsets.
-    (0..line.len())
-        .rev()
-        .find(|&i| {
-            line.get(i..i + LABEL.len())
-                .is_some_and(|s| s.eq_ignore_ascii_case(LABEL))
+    let found = (0..line.len()).rev().find_map(|i| {
+        LABELS.iter().find_map(|label| {
+            line.get(i..i + label.len())
+                .filter(|s| s.eq_ignore_ascii_case(label))
+                .map(|_| i + label.len())
         })
-        .map(|i| line[i + LABEL.len()..].trim_start_matches(|c: char| c.is_whitespace() || c == '*'))
+    });
+    found.map(|at| {
+        line[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | ':'))
+    })
 }
 
 /// Sentences of a line: split after `.`, `!` or `?` followed by a space, except after a
@@ -250,7 +263,8 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
     let mut asked_elsewhere = false;
     for raw in reply.lines() {
         let line = undecorated(raw);
-        if line.is_empty() {
+        // Blank lines and code fences (```json) carry no claim.
+        if line.is_empty() || line.starts_with("```") {
             continue;
         }
         if line.get(..9).is_some_and(|p| p.eq_ignore_ascii_case("question:")) {
