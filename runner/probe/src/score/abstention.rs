@@ -57,7 +57,7 @@ fn patterns() -> Vec<String> {
         r"\b(isnt|is not|arent|are not|wasnt|was not) (available|known|clear|certain|determinable|on record)\b".into(),
         r"\b(would|will) (have|need) to (ask|check)\b".into(),
         // Refusals: "I'm unable to assist with questions ...".
-        r"\b(unable to|cannot|cant|can not|not able to|not capable of) (assist|help|provide|answer|give|share)(ing)?\b".into(),
+        r"\b(i|im|i am) (unable to|cannot|cant|can not|not able to|not capable of) (assist|help|provide|answer|give|share)(ing)?\b".into(),
         r"\b(depends|it depends) on (your|the) new\b".into(),
     ]
 }

@@ -157,29 +157,30 @@ fn without_own_role(line: &str) -> &str {
     line
 }
 
-/// Labels after which a line gives its answer: `Answer:`, a JSON `"answer":` or
-/// `'answer':` field, "the answer is" (not "no answer is ...").
-const LABELS: &[&str] = &[
-    "answer:",
-    "\"answer\":",
-    "'answer':",
-    "the answer is",
-    "my answer is",
-    "final answer is",
-];
+/// Labels after which a line gives its answer: `Answer:` or a JSON `"answer":` /
+/// `'answer':` field (strong), or "the answer is" (weak, read only where no strong
+/// label is: "Answer: Albany" then "The answer is not provided" answers Albany).
+const STRONG: &[&str] = &["answer:", "\"answer\":", "'answer':"];
+const WEAK: &[&str] = &["the answer is", "my answer is", "final answer is"];
 
-/// The text after the last answer label of a line (case-insensitive), if any.
-fn after_label(line: &str) -> Option<&str> {
+/// The text after the last label of a line (case-insensitive), and whether the label is
+/// strong.
+fn after_label(line: &str) -> Option<(&str, bool)> {
     // Searched in the original text: lower-casing can change byte offsets.
     let found = (0..line.len()).rev().find_map(|i| {
-        LABELS.iter().find_map(|label| {
-            line.get(i..i + label.len())
-                .filter(|s| s.eq_ignore_ascii_case(label))
-                .map(|_| i + label.len())
-        })
+        let at = |labels: &[&str]| {
+            labels.iter().find_map(|label| {
+                line.get(i..i + label.len())
+                    .filter(|s| s.eq_ignore_ascii_case(label))
+                    .map(|_| i + label.len())
+            })
+        };
+        at(STRONG).map(|e| (e, true)).or_else(|| at(WEAK).map(|e| (e, false)))
     });
-    found.map(|at| {
-        line[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | ':'))
+    found.map(|(at, strong)| {
+        let rest =
+            line[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | ':'));
+        (rest, strong)
     })
 }
 
@@ -258,7 +259,7 @@ fn without_quoted_echoes(sentence: &str, prompt: &PromptEcho) -> String {
 /// `Answer:` label among them.
 pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
     let mut own: Vec<&str> = Vec::new();
-    let mut label: Option<usize> = None;
+    let mut label: Option<(usize, bool)> = None;
     // An `Answer:` line answers the `Question:` line before it, if the reply wrote one.
     let mut asked_elsewhere = false;
     for raw in reply.lines() {
@@ -278,7 +279,7 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
             break;
         }
         let line = without_own_role(line);
-        if let Some(rest) = after_label(line) {
+        if let Some((rest, strong)) = after_label(line) {
             if asked_elsewhere {
                 // The answer to an invented question: part of an invented conversation.
                 if own.is_empty() {
@@ -286,7 +287,9 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
                 }
                 break;
             }
-            label = Some(own.len());
+            if strong || !label.is_some_and(|(_, s)| s) {
+                label = Some((own.len(), strong));
+            }
             own.push(rest);
             continue;
         }
@@ -297,7 +300,7 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
             own.push(line);
         }
     }
-    if let Some(at) = label {
+    if let Some((at, _)) = label {
         // The label's text, or the next line when the label ends its line.
         let text = own[at..].iter().find(|l| !l.trim().is_empty()).copied();
         let first = text.and_then(|t| sentences(t).first().map(|s| s.to_string()));
