@@ -60,9 +60,8 @@ fn a_negated_mention_asserts_nothing() {
 fn an_invented_session_quoting_the_user_is_no_answer() {
     let it = employer_item(false);
     let v = it.gold_pre.as_str();
-    let text = format!(
-        "Session 5 (2026-06-05):\nUser: Quick check, my employer is {v}.\nUser: Thanks!"
-    );
+    let text =
+        format!("Session 5 (2026-06-05):\nUser: Quick check, my employer is {v}.\nUser: Thanks!");
     assert_eq!(pre(&it, &text), Outcome::NoAnswer);
     let text = format!("Sure. Here is what you told me: \"my employer is {v}.\"");
     assert_eq!(pre(&it, &text), Outcome::NoAnswer);
@@ -97,7 +96,10 @@ fn a_phrase_inside_an_explanation_after_an_answer_is_not_a_decline() {
     assert_eq!(post(&employer_item(false), reply), Outcome::Other);
     // A sentence that does decline still does.
     assert_eq!(
-        post(&employer_item(true), "I'm missing information about that now."),
+        post(
+            &employer_item(true),
+            "I'm missing information about that now."
+        ),
         Outcome::Abstain
     );
 }

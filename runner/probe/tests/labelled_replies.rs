@@ -65,22 +65,26 @@ fn the_scorer_agrees_with_the_grader_on_every_labelled_reply() {
         let got = if let Some(item) = core.get(&l.item) {
             let answer = Answer::text(&l.reply);
             let s = match l.task.as_str() {
-                "pre" => score_probe_item(
-                    item,
-                    &ProbeResponse {
-                        pre: answer,
-                        ..ProbeResponse::default()
-                    },
-                )
-                .pre,
-                "post" => score_probe_item(
-                    item,
-                    &ProbeResponse {
-                        post: answer,
-                        ..ProbeResponse::default()
-                    },
-                )
-                .post,
+                "pre" => {
+                    score_probe_item(
+                        item,
+                        &ProbeResponse {
+                            pre: answer,
+                            ..ProbeResponse::default()
+                        },
+                    )
+                    .pre
+                }
+                "post" => {
+                    score_probe_item(
+                        item,
+                        &ProbeResponse {
+                            post: answer,
+                            ..ProbeResponse::default()
+                        },
+                    )
+                    .post
+                }
                 t => panic!("line {}: core task {t} is neither pre nor post", n + 1),
             };
             s.as_str()

@@ -6,8 +6,8 @@ use crate::render::{Phase, Question};
 use crate::run::followup::{parse_followup, Followup};
 use crate::run::{ProbeWorkload, Scoring};
 use crate::score::{
-    compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer,
-    PitResponse, ProbeResponse, RunReport, SystemReport,
+    compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, PitResponse,
+    ProbeResponse, RunReport, SystemReport,
 };
 use runner_core::journal::SampleRecord;
 use serde_json::json;

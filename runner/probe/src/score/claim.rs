@@ -61,16 +61,19 @@ impl PromptEcho {
         }
         let whole = |run: usize| run == n && n >= 6;
         // The instruction garbled ("If the conversation supports ..., reply "unknown"").
-        let instructs = words.windows(2).any(|w| w[0] == "reply" && w[1] == "unknown");
+        let instructs = words
+            .windows(2)
+            .any(|w| w[0] == "reply" && w[1] == "unknown");
         instructs
             || self.instructions.iter().any(|line| {
-            let run = longest_run(words, line).len();
-            run >= 5 || whole(run)
-        }) || self.user.iter().any(|line| {
-            let run = longest_run(words, line);
-            (run.len() >= 3 && run.iter().any(|w| FIRST_PERSON.contains(&w.as_str())))
-                || whole(run.len())
-        })
+                let run = longest_run(words, line).len();
+                run >= 5 || whole(run)
+            })
+            || self.user.iter().any(|line| {
+                let run = longest_run(words, line);
+                (run.len() >= 3 && run.iter().any(|w| FIRST_PERSON.contains(&w.as_str())))
+                    || whole(run.len())
+            })
     }
 }
 
@@ -78,10 +81,10 @@ impl PromptEcho {
 fn longest_run<'a>(a: &'a [String], b: &[String]) -> &'a [String] {
     let mut best = (0, 0);
     let mut prev = vec![0usize; b.len() + 1];
-    for i in 0..a.len() {
+    for (i, word) in a.iter().enumerate() {
         let mut cur = vec![0usize; b.len() + 1];
-        for j in 0..b.len() {
-            if a[i] == b[j] {
+        for (j, other) in b.iter().enumerate() {
+            if word == other {
                 cur[j + 1] = prev[j] + 1;
                 if cur[j + 1] > best.1 {
                     best = (i + 1 - cur[j + 1], cur[j + 1]);
@@ -112,8 +115,9 @@ impl Claims {
 
 /// Markdown decoration or list numbering ("3. ", "2) ") a line may open with.
 fn undecorated(line: &str) -> &str {
-    let line = line
-        .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '#' | '>' | '-' | '_'));
+    let line = line.trim_start_matches(|c: char| {
+        c.is_whitespace() || matches!(c, '*' | '#' | '>' | '-' | '_')
+    });
     let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
     let line = match line[digits..].strip_prefix(['.', ')']) {
         Some(rest) if digits > 0 && rest.starts_with(' ') => rest,
@@ -175,7 +179,9 @@ fn after_label(line: &str) -> Option<(&str, bool)> {
                     .map(|_| i + label.len())
             })
         };
-        at(STRONG).map(|e| (e, true)).or_else(|| at(WEAK).map(|e| (e, false)))
+        at(STRONG)
+            .map(|e| (e, true))
+            .or_else(|| at(WEAK).map(|e| (e, false)))
     });
     found.map(|(at, strong)| {
         let rest =
@@ -198,7 +204,10 @@ pub fn sentences(line: &str) -> Vec<&str> {
         if !next_is_space {
             continue;
         }
-        let word = line[start..i].rsplit(char::is_whitespace).next().unwrap_or("");
+        let word = line[start..i]
+            .rsplit(char::is_whitespace)
+            .next()
+            .unwrap_or("");
         let abbreviation = c == '.'
             && word.chars().count() <= 3
             && word.starts_with(|c: char| c.is_uppercase())
@@ -218,17 +227,23 @@ pub fn sentences(line: &str) -> Vec<&str> {
 /// "maybe VoltPay?" are tentative answers).
 const ASKING: &[&str] = &[
     "what", "which", "who", "whom", "whose", "where", "when", "why", "how", "do", "does", "did",
-    "is", "are", "was", "were", "can", "could", "would", "will", "should", "shall", "have",
-    "has", "may", "might", "am", "whats", "wheres", "whos", "hows", "any", "anything", "please",
+    "is", "are", "was", "were", "can", "could", "would", "will", "should", "shall", "have", "has",
+    "may", "might", "am", "whats", "wheres", "whos", "hows", "any", "anything", "please",
 ];
 
 /// A sentence that asks a question: it ends in `?` and opens with a question word (or
 /// holds one after a comma or dash, "so, which one do you mean?").
 fn asks(sentence: &str) -> bool {
-    sentence.trim_end_matches(['"', '\'', '\u{201d}', ')']).ends_with('?')
+    sentence
+        .trim_end_matches(['"', '\'', '\u{201d}', ')'])
+        .ends_with('?')
         && sentence
             .split([',', ';', ':', '-', '\u{2014}'])
-            .any(|part| tokens(part).first().is_some_and(|w| ASKING.contains(&w.as_str())))
+            .any(|part| {
+                tokens(part)
+                    .first()
+                    .is_some_and(|w| ASKING.contains(&w.as_str()))
+            })
 }
 
 /// Quoted spans ("...", “...”) that copy the prompt, removed from a sentence.
@@ -268,7 +283,10 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
         if line.is_empty() || line.starts_with("```") {
             continue;
         }
-        if line.get(..9).is_some_and(|p| p.eq_ignore_ascii_case("question:")) {
+        if line
+            .get(..9)
+            .is_some_and(|p| p.eq_ignore_ascii_case("question:"))
+        {
             asked_elsewhere = prompt.other_question(line);
         }
         if is_turn(line) {
@@ -328,4 +346,3 @@ pub fn claims(reply: &str, prompt: &PromptEcho) -> Claims {
         labelled: false,
     }
 }
-

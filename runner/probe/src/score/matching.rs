@@ -229,7 +229,8 @@ fn read_sentence(sentence: &str, all: &[(usize, &Alias)], first: bool) -> Senten
         }
     }
     out.declines = declines(&plain);
-    out.names_other = out.mentioned.is_empty() && !out.declines && names_a_value(&ws, &masked, first);
+    out.names_other =
+        out.mentioned.is_empty() && !out.declines && names_a_value(&ws, &masked, first);
     out
 }
 
