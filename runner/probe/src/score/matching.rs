@@ -8,7 +8,7 @@
 use crate::chains::AnswerKind;
 use crate::score::abstention::{declines, denied};
 use crate::score::assertion::{is_negation, names_a_value, negated, words, Word};
-use crate::score::claim::{claims, PromptEcho};
+use crate::score::claim::{claims, Claims, PromptEcho};
 use crate::score::normalize::{tokens, value_tokens};
 use std::collections::BTreeSet;
 
@@ -237,12 +237,22 @@ fn read_sentence(sentence: &str, all: &[(usize, &Alias)], first: bool) -> Senten
 /// Read a reply as a grader does: its claims only (see [`claims`]), each sentence for
 /// the values it asserts, denies, or declines to give.
 pub fn read_reply(answer: &Answer, candidates: &[Vec<Alias>], prompt: &PromptEcho) -> Reading {
-    let claims = claims(&answer.text, prompt);
     let mut all: Vec<(usize, &Alias)> = candidates
         .iter()
         .enumerate()
         .flat_map(|(i, a)| a.iter().map(move |x| (i, x)))
         .collect();
+    // A reply that is one of the values word for word names it, though the user said
+    // those words first ("stays on standard time all year"): a value is not an echo.
+    let bare = value_tokens(answer.text.trim());
+    let claims = if !bare.is_empty() && all.iter().any(|(_, a)| a.tokens == bare) {
+        Claims {
+            sentences: vec![answer.text.trim().to_string()],
+            labelled: false,
+        }
+    } else {
+        claims(&answer.text, prompt)
+    };
     all.sort_by_key(|(_, a)| std::cmp::Reverse(a.tokens.len()));
     let mut mentioned = BTreeSet::new();
     let mut denials = BTreeSet::new();
