@@ -320,6 +320,20 @@ pub fn regime_bars(a: &Aggregate, task: &str, metric: &str, label: &str) -> Stri
             );
         }
     }
+    let drawn = series.iter().any(|(m, c)| {
+        Regime::ALL
+            .into_iter()
+            .any(|r| a.find(m, c, task, metric, Some(r)).is_some())
+    });
+    if !drawn {
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"empty\">no {} samples in this run</text>",
+            f.left + f.width / 2.0,
+            f.top + 14.0,
+            escape(task)
+        );
+    }
     let entries: Vec<(String, &str)> = series
         .iter()
         .enumerate()
@@ -339,6 +353,30 @@ pub fn forest(a: &Aggregate, task: &str, metric: &str) -> String {
 /// The forest plot with each row a link to the samples behind it (inside report.html).
 pub fn forest_linked(a: &Aggregate, task: &str, metric: &str) -> String {
     forest_with(a, task, metric, |k| Some(contrast_href(k)))
+}
+
+/// Why a forest plot of `task` has no row: the run holds no sample of the task, or no
+/// model answered it under two conditions that pair, or the paired conditions share no
+/// scenario.
+pub fn no_contrast_reason(a: &Aggregate, task: &str) -> String {
+    let mut conditions: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for e in a.estimates.iter().filter(|e| e.cell.task == task) {
+        let c = conditions.entry(&e.cell.model).or_default();
+        if !c.contains(&e.cell.condition.as_str()) {
+            c.push(&e.cell.condition);
+        }
+    }
+    if conditions.is_empty() {
+        return format!("no {task} samples in this run");
+    }
+    let paired = conditions
+        .values()
+        .any(|c| c.len() > 1 && c.contains(&"full_graph"));
+    if paired {
+        format!("no scenario has {task} samples under both conditions of a pair")
+    } else {
+        format!("no paired conditions among the {task} samples (each condition is compared with full_graph)")
+    }
 }
 
 /// The height of one contrast's row, in pixels.
@@ -377,9 +415,10 @@ fn forest_with(
     if rows.is_empty() {
         let _ = writeln!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no paired conditions in this run</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"empty\">{}</text>",
             f.left + f.width / 2.0,
-            f.top + 14.0
+            f.top + 14.0,
+            escape(&no_contrast_reason(a, task))
         );
     }
     for (i, k) in rows.iter().enumerate() {

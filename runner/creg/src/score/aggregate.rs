@@ -16,6 +16,13 @@ use std::collections::BTreeMap;
 pub const RESAMPLES: usize = 1000;
 const SEED: u64 = 0xC4E6_2026;
 
+/// The task under which the contract failures of every task of a model and condition
+/// are pooled: the headline's contract-fail column covers the whole run, not one task.
+pub const ALL_TASKS: &str = "all";
+
+/// The contract-failure metric, the one figure that is never computed on a stand-in.
+pub const CONTRACT_FAILURE: &str = "contract_failure";
+
 /// One scored sample with what identifies it.
 #[derive(Clone, Debug)]
 pub struct Scored {
@@ -98,10 +105,26 @@ pub struct TwinAnalysis {
     pub reference_gap: f64,
 }
 
+/// How many samples of a cell kept the output contract. A sample that failed it is
+/// scored on a stand-in answer (p = 0.5, no action, no ids): its figures say nothing of
+/// the model's reasoning, so the reports show this count beside every figure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Answered {
+    pub model: String,
+    pub condition: String,
+    pub task: &'static str,
+    pub regime: Option<Regime>,
+    pub answered: usize,
+    pub total: usize,
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Aggregate {
     pub samples: usize,
     pub estimates: Vec<CellEstimate>,
+    /// Answered and total samples per model, condition, task (and [`ALL_TASKS`]),
+    /// pooled and per regime.
+    pub answered: Vec<Answered>,
     /// (model, condition, task) -> category -> count.
     pub categories: BTreeMap<String, BTreeMap<String, usize>>,
     pub contrasts: Vec<Contrast>,
@@ -235,11 +258,21 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
     // Keys are resolved once per sample, not once per value: a sample has ~20 values.
     let mut index: std::collections::HashMap<Group, usize> = std::collections::HashMap::new();
     let mut keys: Vec<Group> = Vec::new();
-    let sample_groups: Vec<[usize; 3]> = samples
+    // The first three groups are the sample's task's; the last three pool every task and
+    // take its contract failure only.
+    let sample_groups: Vec<[usize; 6]> = samples
         .iter()
         .map(|s| {
             let task = s.question.task_name();
-            [(None, None), (Some(s.regime), None), (None, Some(s.seed))].map(|(regime, seed)| {
+            [
+                (task, None, None),
+                (task, Some(s.regime), None),
+                (task, None, Some(s.seed)),
+                (ALL_TASKS, None, None),
+                (ALL_TASKS, Some(s.regime), None),
+                (ALL_TASKS, None, Some(s.seed)),
+            ]
+            .map(|(task, regime, seed)| {
                 let key = (s.model.as_str(), s.condition.as_str(), task, regime, seed);
                 *index.entry(key).or_insert_with(|| {
                     keys.push(key);
@@ -250,7 +283,13 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
         .collect();
     let mut grouped: Vec<Values> = vec![Vec::new(); keys.len()];
     for &(i, metric, v) in &values {
-        for g in sample_groups[i] {
+        let groups = &sample_groups[i];
+        let all_tasks = if metric == CONTRACT_FAILURE {
+            &groups[3..]
+        } else {
+            &[]
+        };
+        for &g in groups[..3].iter().chain(all_tasks) {
             grouped[g].push((&samples[i].scenario, metric, v));
         }
     }
@@ -287,12 +326,45 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
 
     Aggregate {
         samples: samples.len(),
+        answered: answered(samples),
         contrasts: contrasts(samples, &values),
         twins: twins(samples, &scenarios),
         reliability: reliability(samples),
         estimates,
         categories,
     }
+}
+
+/// Answered and total samples per model, condition and task (and all tasks), pooled
+/// and per regime.
+fn answered(samples: &[Scored]) -> Vec<Answered> {
+    type Key<'a> = (&'a str, &'a str, &'static str, Option<Regime>);
+    let mut counts: BTreeMap<Key, (usize, usize)> = BTreeMap::new();
+    for s in samples {
+        let kept = usize::from(!s.score.contract_failure());
+        for task in [s.question.task_name(), ALL_TASKS] {
+            for regime in [None, Some(s.regime)] {
+                let c = counts
+                    .entry((&s.model, &s.condition, task, regime))
+                    .or_default();
+                c.0 += kept;
+                c.1 += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(
+            |((model, condition, task, regime), (answered, total))| Answered {
+                model: model.to_string(),
+                condition: condition.to_string(),
+                task,
+                regime,
+                answered,
+                total,
+            },
+        )
+        .collect()
 }
 
 /// Paired contrasts: each condition against full_graph (and full_graph against
@@ -480,6 +552,30 @@ impl Aggregate {
         metric: &str,
     ) -> Option<&Estimate> {
         self.find(model, condition, task, metric, None)
+    }
+
+    /// Answered and total samples of one cell (`task` may be [`ALL_TASKS`]).
+    pub fn answered(
+        &self,
+        model: &str,
+        condition: &str,
+        task: &str,
+        regime: Option<Regime>,
+    ) -> Option<&Answered> {
+        self.answered.iter().find(|n| {
+            n.model == model && n.condition == condition && n.task == task && n.regime == regime
+        })
+    }
+
+    /// The contrast of `metric` between the same pair of conditions as `k`.
+    pub fn companion(&self, k: &Contrast, metric: &str) -> Option<&Contrast> {
+        self.contrasts.iter().find(|o| {
+            o.model == k.model
+                && o.task == k.task
+                && o.metric == metric
+                && o.condition == k.condition
+                && o.baseline_condition == k.baseline_condition
+        })
     }
 
     pub fn find(
