@@ -157,6 +157,8 @@ fn each_contrast_stands_beside_its_contract_failure_contrast() {
         tail.contains("class=\"contract-contrast\">+1.000"),
         "{tail}"
     );
+    // And how many answered under each condition.
+    assert!(tail.contains("<td>0 of 6 vs 6 of 6</td>"), "{tail}");
 }
 
 #[test]
@@ -171,6 +173,22 @@ fn an_empty_plot_says_why() {
     assert!(!forest.contains("no paired conditions"));
     let bars = plots::regime_bars(&a, "belief", "top_state_accuracy", "top-state accuracy");
     assert!(bars.contains("no belief samples in this run"), "{bars}");
+    // Belief samples that all failed the contract: no bar of stand-ins.
+    let failed = aggregate(
+        &samples(&suite, "full_graph", is_belief, Some(PROSE)),
+        &suite,
+    );
+    let bars = plots::regime_bars(
+        &failed,
+        "belief",
+        "top_state_accuracy",
+        "top-state accuracy",
+    );
+    assert!(!bars.contains("<title>weak"), "{bars}");
+    assert!(
+        bars.contains("no belief answer kept the output contract"),
+        "{bars}"
+    );
     // One condition only: then it is the pairing that is missing.
     let single = aggregate(&samples(&suite, "full_graph", is_belief, None), &suite);
     let forest = plots::forest(&single, "belief", "top_state_accuracy");

@@ -7,8 +7,9 @@ use crate::record::Regime;
 use crate::report::browser::STATED_BIN;
 use crate::report::summary::CONTRAST_METRICS;
 use crate::report::{
-    contrast_href, distinct_contrasts, escape, exploratory, failed, models_conditions, plots,
-    series_label, Basis, ReportInputs, EXPLORATORY_NOTE, HEADLINE, LOG_LOSS_NOTE, REVISION,
+    contrast_answered, contrast_href, distinct_contrasts, escape, exploratory, failed,
+    models_conditions, plots, series_label, Basis, ReportInputs, EXPLORATORY_NOTE, HEADLINE,
+    LOG_LOSS_NOTE, REVISION,
 };
 use crate::score::aggregate::{Aggregate, ALL_TASKS, CONTRACT_FAILURE};
 use runner_core::report::page::{samples_href, Page};
@@ -26,7 +27,7 @@ table.figures th, table.figures td { white-space: normal; padding: 3px 6px; }
 table.figures thead th { vertical-align: bottom; }
 table.figures th[scope=row] { overflow-wrap: break-word; min-width: 10em; }
 table.figures td .mean, table.figures td small { white-space: nowrap; }
-table.figures td small.n { display: block; color: #555; }
+table.figures td small.n { display: block; color: #555; white-space: normal; }
 table.figures.text td, table.figures.text th { text-align: left; overflow-wrap: anywhere; }
 table.figures.text code { white-space: pre-wrap; }
 div.wide { overflow-x: auto; max-width: 100%; }
@@ -281,7 +282,7 @@ fn contrasts_section(a: &Aggregate, links: Links) -> String {
         });
     }
     contrasts.push_str("<p class=\"note\">Each contrast is read beside the contract-failure contrast of the same pair: where the failure rates differ, the difference is one of output format as much as of reasoning.</p>");
-    contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th><th>contract-fail difference, same pair [95% CI]</th></tr></thead><tbody>");
+    contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th><th>contract-fail difference, same pair [95% CI]</th><th>answered</th></tr></thead><tbody>");
     let difference =
         |d: &Estimate| format!("{:+.3} <small>[{:+.3}, {:+.3}]</small>", d.mean, d.lo, d.hi);
     for k in distinct_contrasts(a).into_iter().filter(|k| {
@@ -294,7 +295,7 @@ fn contrasts_section(a: &Aggregate, links: Links) -> String {
             .map_or_else(|| "–".to_string(), |f| difference(&f.difference));
         let _ = write!(
             contrasts,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"contract-contrast\">{failure}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"contract-contrast\">{failure}</td><td>{}</td></tr>",
             escape(&k.model),
             linked(
                 &format!(
@@ -307,6 +308,7 @@ fn contrasts_section(a: &Aggregate, links: Links) -> String {
             k.task,
             k.metric,
             difference(&k.difference),
+            contrast_answered(a, k),
         );
     }
     contrasts.push_str("</tbody></table>");

@@ -133,6 +133,17 @@ pub fn cell_on(e: Option<&Estimate>, basis: Option<Basis>) -> String {
     }
 }
 
+/// How many samples answered under each condition of a contrast: `0 of 23 vs 7 of 23`.
+pub fn contrast_answered(a: &Aggregate, k: &Contrast) -> String {
+    let n = |c: &str| {
+        a.answered(&k.model, c, k.task, None).map_or_else(
+            || "–".to_string(),
+            |n| format!("{} of {}", n.answered, n.total),
+        )
+    };
+    format!("{} vs {}", n(&k.condition), n(&k.baseline_condition))
+}
+
 /// Every (model, condition) with an estimate, sorted.
 pub fn models_conditions(a: &Aggregate) -> Vec<(String, String)> {
     let set: std::collections::BTreeSet<(String, String)> = a

@@ -2,7 +2,9 @@
 //! units, intervals drawn as whiskers with caps, and a legend.
 
 use crate::record::Regime;
-use crate::report::{contrast_href, distinct_contrasts, escape, models_conditions, series_label};
+use crate::report::{
+    contrast_href, distinct_contrasts, escape, models_conditions, series_label, Basis,
+};
 use crate::score::aggregate::{Aggregate, Contrast};
 use runner_core::report::plot::{color, legend, nice_ticks, open, Frame};
 use std::collections::BTreeSet;
@@ -292,6 +294,11 @@ pub fn regime_bars(a: &Aggregate, task: &str, metric: &str, label: &str) -> Stri
             let Some(e) = a.find(m, c, task, metric, Some(regime)) else {
                 continue;
             };
+            // A bar of stand-ins only would read as a score of 0 (or 1).
+            if Basis::of(a, (m, c), task, metric, Some(regime)).is_some_and(|b| b.stand_ins_only())
+            {
+                continue;
+            }
             let x = gx + 8.0 + bar * i as f64;
             let mid = x + bar / 2.0;
             let clamp = |v: f64| v.clamp(0.0, 1.0);
@@ -320,18 +327,32 @@ pub fn regime_bars(a: &Aggregate, task: &str, metric: &str, label: &str) -> Stri
             );
         }
     }
-    let drawn = series.iter().any(|(m, c)| {
-        Regime::ALL
-            .into_iter()
-            .any(|r| a.find(m, c, task, metric, Some(r)).is_some())
-    });
-    if !drawn {
+    let present = |answered: bool| {
+        series.iter().any(|(m, c)| {
+            Regime::ALL.into_iter().any(|r| {
+                a.find(m, c, task, metric, Some(r)).is_some()
+                    && (!answered
+                        || !Basis::of(a, (m, c), task, metric, Some(r))
+                            .is_some_and(|b| b.stand_ins_only()))
+            })
+        })
+    };
+    let why = if !present(false) {
+        Some(format!("no {task} samples in this run"))
+    } else if !present(true) {
+        Some(format!(
+            "no bars: no {task} answer kept the output contract (figures of stand-ins are not drawn)"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
         let _ = writeln!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"empty\">no {} samples in this run</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"empty\">{}</text>",
             f.left + f.width / 2.0,
             f.top + 14.0,
-            escape(task)
+            escape(&why)
         );
     }
     let entries: Vec<(String, &str)> = series

@@ -1,11 +1,11 @@
 //! `summary.md`: the tables to paste, with the provenance they need.
 
 use crate::record::Regime;
-use crate::report::Basis;
 use crate::report::{
     cell, cell_on, distinct_contrasts, exploratory, models_conditions, series_label, Provenance,
     EXPLORATORY_NOTE, HEADLINE, LOG_LOSS_NOTE, REVISION,
 };
+use crate::report::{contrast_answered, Basis};
 use crate::score::aggregate::{Aggregate, CONTRACT_FAILURE, RESAMPLES};
 use runner_core::report::markdown_text as md;
 use std::fmt::Write as _;
@@ -143,7 +143,7 @@ fn contrasts(out: &mut String, a: &Aggregate) {
     );
     let _ = writeln!(
         out,
-        "| model | contrast | metric | difference | contract-fail difference |\n|---|---|---|---|---|"
+        "| model | contrast | metric | difference | contract-fail difference | answered |\n|---|---|---|---|---|---|"
     );
     for k in shown {
         let mark = if exploratory(&k.model, &k.condition)
@@ -155,13 +155,14 @@ fn contrasts(out: &mut String, a: &Aggregate) {
         };
         let _ = writeln!(
             out,
-            "| {} | {} − {}{mark} | {} | {} | {} |",
+            "| {} | {} − {}{mark} | {} | {} | {} | {} |",
             md(&k.model),
             md(&k.condition),
             md(&k.baseline_condition),
             k.metric,
             cell(Some(&k.difference)),
-            cell(a.companion(k, CONTRACT_FAILURE).map(|f| &f.difference))
+            cell(a.companion(k, CONTRACT_FAILURE).map(|f| &f.difference)),
+            contrast_answered(a, k)
         );
     }
 }
