@@ -4,6 +4,7 @@
 
 use crate::record::{Regime, Scenario, ScenarioId};
 use crate::render::question::Question;
+pub use crate::score::answered::{Answered, ALL_TASKS, CONTRACT_FAILURE};
 use crate::score::metrics::{score_revision, BeliefScore};
 use crate::score::reference::BeliefReference;
 use crate::score::sample::SampleScore;
@@ -15,13 +16,6 @@ use std::collections::BTreeMap;
 /// Bootstrap resamples per estimate.
 pub const RESAMPLES: usize = 1000;
 const SEED: u64 = 0xC4E6_2026;
-
-/// The task under which the contract failures of every task of a model and condition
-/// are pooled: the headline's contract-fail column covers the whole run, not one task.
-pub const ALL_TASKS: &str = "all";
-
-/// The contract-failure metric, the one figure that is never computed on a stand-in.
-pub const CONTRACT_FAILURE: &str = "contract_failure";
 
 /// One scored sample with what identifies it.
 #[derive(Clone, Debug)]
@@ -103,19 +97,6 @@ pub struct TwinAnalysis {
     /// given beside it): how far relation content alone moves the answer.
     pub stated_gap: Estimate,
     pub reference_gap: f64,
-}
-
-/// How many samples of a cell kept the output contract. A sample that failed it is
-/// scored on a stand-in answer (p = 0.5, no action, no ids): its figures say nothing of
-/// the model's reasoning, so the reports show this count beside every figure.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Answered {
-    pub model: String,
-    pub condition: String,
-    pub task: &'static str,
-    pub regime: Option<Regime>,
-    pub answered: usize,
-    pub total: usize,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -326,45 +307,21 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
 
     Aggregate {
         samples: samples.len(),
-        answered: answered(samples),
+        answered: crate::score::answered::count(samples.iter().map(|s| {
+            (
+                s.model.as_str(),
+                s.condition.as_str(),
+                s.question.task_name(),
+                s.regime,
+                s.score.contract_failure(),
+            )
+        })),
         contrasts: contrasts(samples, &values),
         twins: twins(samples, &scenarios),
         reliability: reliability(samples),
         estimates,
         categories,
     }
-}
-
-/// Answered and total samples per model, condition and task (and all tasks), pooled
-/// and per regime.
-fn answered(samples: &[Scored]) -> Vec<Answered> {
-    type Key<'a> = (&'a str, &'a str, &'static str, Option<Regime>);
-    let mut counts: BTreeMap<Key, (usize, usize)> = BTreeMap::new();
-    for s in samples {
-        let kept = usize::from(!s.score.contract_failure());
-        for task in [s.question.task_name(), ALL_TASKS] {
-            for regime in [None, Some(s.regime)] {
-                let c = counts
-                    .entry((&s.model, &s.condition, task, regime))
-                    .or_default();
-                c.0 += kept;
-                c.1 += 1;
-            }
-        }
-    }
-    counts
-        .into_iter()
-        .map(
-            |((model, condition, task, regime), (answered, total))| Answered {
-                model: model.to_string(),
-                condition: condition.to_string(),
-                task,
-                regime,
-                answered,
-                total,
-            },
-        )
-        .collect()
 }
 
 /// Paired contrasts: each condition against full_graph (and full_graph against
