@@ -85,6 +85,12 @@
       const td = document.querySelector('td[data-cell="' + CSS.escape(key) + '"]');
       if (!td) { missing.push(key); continue; }
       cells++;
+      // A figure resting on stand-ins only (nothing answered) is withheld: a dash and
+      // the count stand in its place.
+      if (td.classList.contains('na')) {
+        if (!/^–0 of \d+ answered$/.test(td.textContent.trim())) wrong.push(key + ': ' + td.textContent);
+        continue;
+      }
       const m = td.querySelector('small').textContent.match(/\[(.+), (.+)\]/);
       if (!near((td.querySelector('.mean') || td.querySelector('a')).textContent, e.mean) || !m || !near(m[1], e.lo) || !near(m[2], e.hi)) {
         wrong.push(key + ': ' + td.textContent + ' vs ' + e.mean);
@@ -100,7 +106,7 @@
       // the number of samples in the regime.
       const perRegime = {};
       for (const e of scores.estimates) {
-        if (e.regime && (e.seed === null || e.seed === undefined) && e.metric === 'contract_failure') {
+        if (e.regime && (e.seed === null || e.seed === undefined) && e.metric === 'contract_failure' && e.task !== 'all') {
           perRegime[e.regime] = (perRegime[e.regime] || 0) + e.values;
         }
       }

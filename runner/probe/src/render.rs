@@ -12,11 +12,11 @@ use std::fmt::Write;
 /// Version of the prompt wording below; part of a run's identity.
 pub const PROMPT_VERSION: &str = "probe-prompt-2";
 
-const PREAMBLE: &str = "Below are earlier conversations with a user, oldest first. \
+pub(crate) const PREAMBLE: &str = "Below are earlier conversations with a user, oldest first. \
 Use everything in them, including later corrections and updates.";
-const INSTRUCTION: &str = "Answer with the value only. If the conversations no longer \
+pub(crate) const INSTRUCTION: &str = "Answer with the value only. If the conversations no longer \
 support any specific answer, reply \"unknown\".";
-const PIT_INSTRUCTION: &str = "Answer for what was true on the reference date, given \
+pub(crate) const PIT_INSTRUCTION: &str = "Answer for what was true on the reference date, given \
 everything the user has said, including corrections made later. Answer with the value \
 only; if nothing was true yet on that date, reply \"unknown\".";
 

@@ -7,10 +7,11 @@ use crate::record::Regime;
 use crate::report::browser::STATED_BIN;
 use crate::report::summary::CONTRAST_METRICS;
 use crate::report::{
-    contrast_href, distinct_contrasts, escape, exploratory, failed, models_conditions, plots,
-    series_label, ReportInputs, EXPLORATORY_NOTE, HEADLINE, LOG_LOSS_NOTE, REVISION,
+    contrast_answered, contrast_href, distinct_contrasts, escape, exploratory, failed,
+    models_conditions, plots, series_label, Basis, ReportInputs, EXPLORATORY_NOTE, HEADLINE,
+    LOG_LOSS_NOTE, REVISION,
 };
-use crate::score::aggregate::Aggregate;
+use crate::score::aggregate::{Aggregate, ALL_TASKS, CONTRACT_FAILURE};
 use runner_core::report::page::{samples_href, Page};
 use runner_core::report::Browser;
 use runner_core::stats::bootstrap::Estimate;
@@ -26,6 +27,7 @@ table.figures th, table.figures td { white-space: normal; padding: 3px 6px; }
 table.figures thead th { vertical-align: bottom; }
 table.figures th[scope=row] { overflow-wrap: break-word; min-width: 10em; }
 table.figures td .mean, table.figures td small { white-space: nowrap; }
+table.figures td small.n { display: block; color: #555; white-space: normal; }
 table.figures.text td, table.figures.text th { text-align: left; overflow-wrap: anywhere; }
 table.figures.text code { white-space: pre-wrap; }
 div.wide { overflow-x: auto; max-width: 100%; }
@@ -64,6 +66,33 @@ fn estimate_td(e: Option<&Estimate>, key: &str, href: Option<&str>) -> String {
             e.lo,
             e.hi
         ),
+    }
+}
+
+/// [`estimate_td`] with what the figure rests on under it: how many samples answered;
+/// a dash where none did, since a figure of stand-ins only reads as a score.
+fn estimate_td_on(
+    e: Option<&Estimate>,
+    basis: Option<Basis>,
+    key: &str,
+    href: Option<&str>,
+) -> String {
+    match basis {
+        Some(b) if b.stand_ins_only() => format!(
+            "<td class=\"na\" data-cell=\"{}\">–<small class=\"n\">{}</small></td>",
+            escape(key),
+            escape(&b.note())
+        ),
+        Some(b) if e.is_some() => {
+            let td = estimate_td(e, key, href);
+            let at = td.len() - "</td>".len();
+            format!(
+                "{}<small class=\"n\">{}</small></td>",
+                &td[..at],
+                escape(&b.note())
+            )
+        }
+        _ => estimate_td(e, key, href),
     }
 }
 
@@ -165,9 +194,14 @@ fn figures_table(
         let _ = write!(s, "<tr>{}", series_th(m, c, links));
         for (task, metric, _) in cols {
             let key = format!("{m}|{c}|{task}|{metric}|");
-            let href = links.to(&[("model", m), ("condition", c), ("task", task)]);
-            s.push_str(&estimate_td(
+            let href = if *task == ALL_TASKS {
+                links.to(&[("model", m), ("condition", c)])
+            } else {
+                links.to(&[("model", m), ("condition", c), ("task", task)])
+            };
+            s.push_str(&estimate_td_on(
                 a.pooled(m, c, task, metric),
+                Basis::of(a, (m, c), task, metric, None),
                 &key,
                 href.as_deref(),
             ));
@@ -218,13 +252,18 @@ fn regime_table(
             let e = a.find(m, c, task, metric, Some(regime));
             any |= e.is_some();
             let key = format!("{m}|{c}|{task}|{metric}|{r}");
-            let href = links.to(&[
-                ("model", m),
-                ("condition", c),
-                ("task", task),
-                ("regime", &r),
-            ]);
-            s.push_str(&estimate_td(e, &key, href.as_deref()));
+            let href = if task == ALL_TASKS {
+                links.to(&[("model", m), ("condition", c), ("regime", &r)])
+            } else {
+                links.to(&[
+                    ("model", m),
+                    ("condition", c),
+                    ("task", task),
+                    ("regime", &r),
+                ])
+            };
+            let basis = Basis::of(a, (m, c), task, metric, Some(regime));
+            s.push_str(&estimate_td_on(e, basis, &key, href.as_deref()));
         }
         s.push_str("</tr>");
     }
@@ -242,16 +281,21 @@ fn contrasts_section(a: &Aggregate, links: Links) -> String {
             plots::forest(a, "belief", metric)
         });
     }
-    contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th></tr></thead><tbody>");
+    contrasts.push_str("<p class=\"note\">Each contrast is read beside the contract-failure contrast of the same pair: where the failure rates differ, the difference is one of output format as much as of reasoning.</p>");
+    contrasts.push_str("<table class=\"figures\"><thead><tr><th>model</th><th>contrast</th><th>task</th><th>metric</th><th>difference [95% CI]</th><th>contract-fail difference, same pair [95% CI]</th><th>answered</th></tr></thead><tbody>");
+    let difference =
+        |d: &Estimate| format!("{:+.3} <small>[{:+.3}, {:+.3}]</small>", d.mean, d.lo, d.hi);
     for k in distinct_contrasts(a).into_iter().filter(|k| {
         HEADLINE
             .iter()
             .any(|(t, m, _)| *t == k.task && *m == k.metric)
     }) {
-        let d = &k.difference;
+        let failure = a
+            .companion(k, CONTRACT_FAILURE)
+            .map_or_else(|| "–".to_string(), |f| difference(&f.difference));
         let _ = write!(
             contrasts,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.3} <small>[{:+.3}, {:+.3}]</small></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"contract-contrast\">{failure}</td><td>{}</td></tr>",
             escape(&k.model),
             linked(
                 &format!(
@@ -263,9 +307,8 @@ fn contrasts_section(a: &Aggregate, links: Links) -> String {
             ),
             k.task,
             k.metric,
-            d.mean,
-            d.lo,
-            d.hi
+            difference(&k.difference),
+            contrast_answered(a, k),
         );
     }
     contrasts.push_str("</tbody></table>");

@@ -6,6 +6,8 @@
 
 pub mod browser;
 pub mod failed;
+#[cfg(test)]
+mod honest_tests;
 pub mod html;
 pub mod plots;
 pub mod summary;
@@ -18,11 +20,13 @@ pub use runner_core::report::{Browser, BrowserSample};
 pub use summary::summary;
 pub use tables::{csv, tex};
 
-use crate::score::aggregate::{Aggregate, Contrast};
+use crate::record::Regime;
+use crate::score::aggregate::{Aggregate, Contrast, ALL_TASKS, CONTRACT_FAILURE};
 use runner_core::stats::bootstrap::Estimate;
 use std::path::{Path, PathBuf};
 
-/// The headline columns: (task, metric, label).
+/// The headline columns: (task, metric, label). The contract-fail column pools every
+/// task of the run: an endpoint-only run has no belief task to take it from.
 pub const HEADLINE: [(&str, &str, &str); 11] = [
     ("belief", "top_state_accuracy", "top state"),
     ("belief", "abs_error", "abs error"),
@@ -34,7 +38,7 @@ pub const HEADLINE: [(&str, &str, &str); 11] = [
     ("action", "admissible", "admissible"),
     ("action", "unsafe", "unsafe"),
     ("explanation", "grounded", "grounded expl."),
-    ("belief", "contract_failure", "contract fail"),
+    (ALL_TASKS, CONTRACT_FAILURE, "contract fail (all tasks)"),
 ];
 
 /// Belief-revision and calibration columns (belief task): (metric, label).
@@ -76,6 +80,68 @@ pub fn cell(e: Option<&Estimate>) -> String {
         || "–".to_string(),
         |e| format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi),
     )
+}
+
+/// What a figure rests on: how many of its samples kept the output contract. The others
+/// are scored on stand-in answers, which read as perfect on some metrics (no leakage,
+/// no unsafe action), so no figure is shown without it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Basis {
+    pub answered: usize,
+    pub total: usize,
+    /// The figure is the contract-failure rate itself, over every sample.
+    pub contract: bool,
+}
+
+impl Basis {
+    /// The basis of `metric` in one cell; `None` where the cell has no sample.
+    pub fn of(
+        a: &Aggregate,
+        (model, condition): (&str, &str),
+        task: &str,
+        metric: &str,
+        regime: Option<Regime>,
+    ) -> Option<Basis> {
+        a.answered(model, condition, task, regime).map(|n| Basis {
+            answered: n.answered,
+            total: n.total,
+            contract: metric == CONTRACT_FAILURE,
+        })
+    }
+
+    /// Every figure of the cell is a stand-in's: it is not shown.
+    pub fn stand_ins_only(&self) -> bool {
+        !self.contract && self.total > 0 && self.answered == 0
+    }
+
+    /// `4 of 7 answered`, or `n = 7` for the contract-failure rate.
+    pub fn note(&self) -> String {
+        if self.contract {
+            format!("n = {}", self.total)
+        } else {
+            format!("{} of {} answered", self.answered, self.total)
+        }
+    }
+}
+
+/// `mean [lo, hi] (4 of 7 answered)`; a dash with the count where nothing was answered.
+pub fn cell_on(e: Option<&Estimate>, basis: Option<Basis>) -> String {
+    match (e, basis) {
+        (_, Some(b)) if b.stand_ins_only() => format!("– ({})", b.note()),
+        (Some(_), Some(b)) => format!("{} ({})", cell(e), b.note()),
+        _ => cell(e),
+    }
+}
+
+/// How many samples answered under each condition of a contrast: `0 of 23 vs 7 of 23`.
+pub fn contrast_answered(a: &Aggregate, k: &Contrast) -> String {
+    let n = |c: &str| {
+        a.answered(&k.model, c, k.task, None).map_or_else(
+            || "–".to_string(),
+            |n| format!("{} of {}", n.answered, n.total),
+        )
+    };
+    format!("{} vs {}", n(&k.condition), n(&k.baseline_condition))
 }
 
 /// Every (model, condition) with an estimate, sorted.

@@ -2,7 +2,9 @@
 //! units, intervals drawn as whiskers with caps, and a legend.
 
 use crate::record::Regime;
-use crate::report::{contrast_href, distinct_contrasts, escape, models_conditions, series_label};
+use crate::report::{
+    contrast_href, distinct_contrasts, escape, models_conditions, series_label, Basis,
+};
 use crate::score::aggregate::{Aggregate, Contrast};
 use runner_core::report::plot::{color, legend, nice_ticks, open, Frame};
 use std::collections::BTreeSet;
@@ -292,6 +294,11 @@ pub fn regime_bars(a: &Aggregate, task: &str, metric: &str, label: &str) -> Stri
             let Some(e) = a.find(m, c, task, metric, Some(regime)) else {
                 continue;
             };
+            // A bar of stand-ins only would read as a score of 0 (or 1).
+            if Basis::of(a, (m, c), task, metric, Some(regime)).is_some_and(|b| b.stand_ins_only())
+            {
+                continue;
+            }
             let x = gx + 8.0 + bar * i as f64;
             let mid = x + bar / 2.0;
             let clamp = |v: f64| v.clamp(0.0, 1.0);
@@ -320,6 +327,34 @@ pub fn regime_bars(a: &Aggregate, task: &str, metric: &str, label: &str) -> Stri
             );
         }
     }
+    let present = |answered: bool| {
+        series.iter().any(|(m, c)| {
+            Regime::ALL.into_iter().any(|r| {
+                a.find(m, c, task, metric, Some(r)).is_some()
+                    && (!answered
+                        || !Basis::of(a, (m, c), task, metric, Some(r))
+                            .is_some_and(|b| b.stand_ins_only()))
+            })
+        })
+    };
+    let why = if !present(false) {
+        Some(format!("no {task} samples in this run"))
+    } else if !present(true) {
+        Some(format!(
+            "no bars: no {task} answer kept the output contract (figures of stand-ins are not drawn)"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"empty\">{}</text>",
+            f.left + f.width / 2.0,
+            f.top + 14.0,
+            escape(&why)
+        );
+    }
     let entries: Vec<(String, &str)> = series
         .iter()
         .enumerate()
@@ -339,6 +374,30 @@ pub fn forest(a: &Aggregate, task: &str, metric: &str) -> String {
 /// The forest plot with each row a link to the samples behind it (inside report.html).
 pub fn forest_linked(a: &Aggregate, task: &str, metric: &str) -> String {
     forest_with(a, task, metric, |k| Some(contrast_href(k)))
+}
+
+/// Why a forest plot of `task` has no row: the run holds no sample of the task, or no
+/// model answered it under two conditions that pair, or the paired conditions share no
+/// scenario.
+pub fn no_contrast_reason(a: &Aggregate, task: &str) -> String {
+    let mut conditions: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for e in a.estimates.iter().filter(|e| e.cell.task == task) {
+        let c = conditions.entry(&e.cell.model).or_default();
+        if !c.contains(&e.cell.condition.as_str()) {
+            c.push(&e.cell.condition);
+        }
+    }
+    if conditions.is_empty() {
+        return format!("no {task} samples in this run");
+    }
+    let paired = conditions
+        .values()
+        .any(|c| c.len() > 1 && c.contains(&"full_graph"));
+    if paired {
+        format!("no scenario has {task} samples under both conditions of a pair")
+    } else {
+        format!("no paired conditions among the {task} samples (each condition is compared with full_graph)")
+    }
 }
 
 /// The height of one contrast's row, in pixels.
@@ -377,9 +436,10 @@ fn forest_with(
     if rows.is_empty() {
         let _ = writeln!(
             s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no paired conditions in this run</text>",
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"empty\">{}</text>",
             f.left + f.width / 2.0,
-            f.top + 14.0
+            f.top + 14.0,
+            escape(&no_contrast_reason(a, task))
         );
     }
     for (i, k) in rows.iter().enumerate() {

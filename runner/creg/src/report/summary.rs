@@ -2,10 +2,11 @@
 
 use crate::record::Regime;
 use crate::report::{
-    cell, distinct_contrasts, exploratory, models_conditions, series_label, Provenance,
+    cell, cell_on, distinct_contrasts, exploratory, models_conditions, series_label, Provenance,
     EXPLORATORY_NOTE, HEADLINE, LOG_LOSS_NOTE, REVISION,
 };
-use crate::score::aggregate::{Aggregate, RESAMPLES};
+use crate::report::{contrast_answered, Basis};
+use crate::score::aggregate::{Aggregate, CONTRACT_FAILURE, RESAMPLES};
 use runner_core::report::markdown_text as md;
 use std::fmt::Write as _;
 
@@ -61,7 +62,8 @@ fn headline(out: &mut String, a: &Aggregate, rows: &Rows) {
     for (m, c) in rows {
         let _ = write!(out, "| {} |", md(&series_label(m, c)));
         for (task, metric, _) in HEADLINE {
-            let _ = write!(out, " {} |", cell(a.pooled(m, c, task, metric)));
+            let basis = Basis::of(a, (m, c), task, metric, None);
+            let _ = write!(out, " {} |", cell_on(a.pooled(m, c, task, metric), basis));
         }
         out.push('\n');
     }
@@ -78,7 +80,12 @@ fn revision(out: &mut String, a: &Aggregate, rows: &Rows) {
     for (m, c) in rows {
         let _ = write!(out, "| {} |", md(&series_label(m, c)));
         for (metric, _) in REVISION {
-            let _ = write!(out, " {} |", cell(a.pooled(m, c, "belief", metric)));
+            let basis = Basis::of(a, (m, c), "belief", metric, None);
+            let _ = write!(
+                out,
+                " {} |",
+                cell_on(a.pooled(m, c, "belief", metric), basis)
+            );
         }
         out.push('\n');
     }
@@ -106,7 +113,9 @@ fn by_regime(out: &mut String, a: &Aggregate, rows: &Rows) {
         for regime in Regime::ALL {
             let _ = write!(out, "| {regime} |");
             for (m, c) in rows {
-                let _ = write!(out, " {} |", cell(a.find(m, c, task, metric, Some(regime))));
+                let basis = Basis::of(a, (m, c), task, metric, Some(regime));
+                let e = a.find(m, c, task, metric, Some(regime));
+                let _ = write!(out, " {} |", cell_on(e, basis));
             }
             out.push('\n');
         }
@@ -130,7 +139,11 @@ fn contrasts(out: &mut String, a: &Aggregate) {
     );
     let _ = writeln!(
         out,
-        "| model | contrast | metric | difference |\n|---|---|---|---|"
+        "A figure's contrast is read beside the contract-failure contrast of the same pair: where the failure rates differ, the difference is one of output format as much as of reasoning.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| model | contrast | metric | difference | contract-fail difference | answered |\n|---|---|---|---|---|---|"
     );
     for k in shown {
         let mark = if exploratory(&k.model, &k.condition)
@@ -142,12 +155,14 @@ fn contrasts(out: &mut String, a: &Aggregate) {
         };
         let _ = writeln!(
             out,
-            "| {} | {} − {}{mark} | {} | {} |",
+            "| {} | {} − {}{mark} | {} | {} | {} | {} |",
             md(&k.model),
             md(&k.condition),
             md(&k.baseline_condition),
             k.metric,
-            cell(Some(&k.difference))
+            cell(Some(&k.difference)),
+            cell(a.companion(k, CONTRACT_FAILURE).map(|f| &f.difference)),
+            contrast_answered(a, k)
         );
     }
 }

@@ -1,7 +1,7 @@
 //! Tables in long format (`scores.csv`) and for a paper (`tables.tex`, booktabs).
 
 use crate::record::Regime;
-use crate::report::{exploratory, models_conditions, EXPLORATORY_NOTE, HEADLINE};
+use crate::report::{exploratory, models_conditions, Basis, EXPLORATORY_NOTE, HEADLINE};
 use crate::score::aggregate::{Aggregate, CellEstimate};
 use runner_core::report::latex_text;
 use runner_core::stats::bootstrap::Estimate;
@@ -40,6 +40,14 @@ fn tex_cell(e: Option<&Estimate>) -> String {
         || "--".to_string(),
         |e| format!("{:.3} {{\\scriptsize[{:.3}, {:.3}]}}", e.mean, e.lo, e.hi),
     )
+}
+
+/// A figure, or a dash where it rests on stand-ins only (nothing answered).
+fn tex_cell_on(e: Option<&Estimate>, basis: Option<Basis>) -> String {
+    if basis.is_some_and(|b| b.stand_ins_only()) {
+        return "--".to_string();
+    }
+    tex_cell(e)
 }
 
 fn series(m: &str, c: &str) -> String {
@@ -92,11 +100,12 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
             .iter()
             .map(|(m, c)| {
                 let mut r = vec![series(m, c)];
-                r.extend(
-                    chunk
-                        .iter()
-                        .map(|(t, metric, _)| tex_cell(a.pooled(m, c, t, metric))),
-                );
+                r.extend(chunk.iter().map(|(t, metric, _)| {
+                    tex_cell_on(
+                        a.pooled(m, c, t, metric),
+                        Basis::of(a, (m, c), t, metric, None),
+                    )
+                }));
                 r
             })
             .collect();
@@ -118,10 +127,12 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
             .into_iter()
             .map(|r| {
                 let mut row = vec![latex_text(&r.to_string())];
-                row.extend(
-                    rows.iter()
-                        .map(|(m, c)| tex_cell(a.find(m, c, task, metric, Some(r)))),
-                );
+                row.extend(rows.iter().map(|(m, c)| {
+                    tex_cell_on(
+                        a.find(m, c, task, metric, Some(r)),
+                        Basis::of(a, (m, c), task, metric, Some(r)),
+                    )
+                }));
                 row
             })
             .collect();

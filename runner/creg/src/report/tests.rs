@@ -30,10 +30,12 @@ fn aggregate(series: &[(&str, &str)], failure_rate: f64, bins: bool) -> Aggregat
         ..Aggregate::default()
     };
     let revision = REVISION.iter().map(|(m, _)| ("belief", *m));
+    // The headline pools contract failures over every task; the belief task has its own.
     let metrics: Vec<(&'static str, &'static str)> = HEADLINE
         .iter()
         .map(|(t, m, _)| (*t, *m))
         .chain(revision)
+        .chain([("belief", "contract_failure")])
         .collect();
     for (m, c) in series {
         for &(task, metric) in &metrics {

@@ -4,6 +4,7 @@
 
 use crate::record::{Regime, Scenario, ScenarioId};
 use crate::render::question::Question;
+pub use crate::score::answered::{Answered, ALL_TASKS, CONTRACT_FAILURE};
 use crate::score::metrics::{score_revision, BeliefScore};
 use crate::score::reference::BeliefReference;
 use crate::score::sample::SampleScore;
@@ -102,6 +103,9 @@ pub struct TwinAnalysis {
 pub struct Aggregate {
     pub samples: usize,
     pub estimates: Vec<CellEstimate>,
+    /// Answered and total samples per model, condition, task (and [`ALL_TASKS`]),
+    /// pooled and per regime.
+    pub answered: Vec<Answered>,
     /// (model, condition, task) -> category -> count.
     pub categories: BTreeMap<String, BTreeMap<String, usize>>,
     pub contrasts: Vec<Contrast>,
@@ -235,11 +239,21 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
     // Keys are resolved once per sample, not once per value: a sample has ~20 values.
     let mut index: std::collections::HashMap<Group, usize> = std::collections::HashMap::new();
     let mut keys: Vec<Group> = Vec::new();
-    let sample_groups: Vec<[usize; 3]> = samples
+    // The first three groups are the sample's task's; the last three pool every task and
+    // take its contract failure only.
+    let sample_groups: Vec<[usize; 6]> = samples
         .iter()
         .map(|s| {
             let task = s.question.task_name();
-            [(None, None), (Some(s.regime), None), (None, Some(s.seed))].map(|(regime, seed)| {
+            [
+                (task, None, None),
+                (task, Some(s.regime), None),
+                (task, None, Some(s.seed)),
+                (ALL_TASKS, None, None),
+                (ALL_TASKS, Some(s.regime), None),
+                (ALL_TASKS, None, Some(s.seed)),
+            ]
+            .map(|(task, regime, seed)| {
                 let key = (s.model.as_str(), s.condition.as_str(), task, regime, seed);
                 *index.entry(key).or_insert_with(|| {
                     keys.push(key);
@@ -250,7 +264,13 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
         .collect();
     let mut grouped: Vec<Values> = vec![Vec::new(); keys.len()];
     for &(i, metric, v) in &values {
-        for g in sample_groups[i] {
+        let groups = &sample_groups[i];
+        let all_tasks = if metric == CONTRACT_FAILURE {
+            &groups[3..]
+        } else {
+            &[]
+        };
+        for &g in groups[..3].iter().chain(all_tasks) {
             grouped[g].push((&samples[i].scenario, metric, v));
         }
     }
@@ -287,6 +307,15 @@ pub fn aggregate(samples: &[Scored], suite: &[Scenario]) -> Aggregate {
 
     Aggregate {
         samples: samples.len(),
+        answered: crate::score::answered::count(samples.iter().map(|s| {
+            (
+                s.model.as_str(),
+                s.condition.as_str(),
+                s.question.task_name(),
+                s.regime,
+                s.score.contract_failure(),
+            )
+        })),
         contrasts: contrasts(samples, &values),
         twins: twins(samples, &scenarios),
         reliability: reliability(samples),
@@ -480,6 +509,30 @@ impl Aggregate {
         metric: &str,
     ) -> Option<&Estimate> {
         self.find(model, condition, task, metric, None)
+    }
+
+    /// Answered and total samples of one cell (`task` may be [`ALL_TASKS`]).
+    pub fn answered(
+        &self,
+        model: &str,
+        condition: &str,
+        task: &str,
+        regime: Option<Regime>,
+    ) -> Option<&Answered> {
+        self.answered.iter().find(|n| {
+            n.model == model && n.condition == condition && n.task == task && n.regime == regime
+        })
+    }
+
+    /// The contrast of `metric` between the same pair of conditions as `k`.
+    pub fn companion(&self, k: &Contrast, metric: &str) -> Option<&Contrast> {
+        self.contrasts.iter().find(|o| {
+            o.model == k.model
+                && o.task == k.task
+                && o.metric == metric
+                && o.condition == k.condition
+                && o.baseline_condition == k.baseline_condition
+        })
     }
 
     pub fn find(

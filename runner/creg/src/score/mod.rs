@@ -5,6 +5,7 @@
 //! streaming and aggregation sit around them.
 
 pub mod aggregate;
+pub mod answered;
 pub mod contract;
 pub mod metrics;
 pub mod reference;

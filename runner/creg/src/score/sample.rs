@@ -29,6 +29,16 @@ impl SampleScore {
         }
     }
 
+    /// The answer failed its task's output contract: its figures are stand-ins.
+    pub fn contract_failure(&self) -> bool {
+        match self {
+            SampleScore::Belief(s) => s.contract_failure,
+            SampleScore::Contradiction(s) => s.contract_failure,
+            SampleScore::Action(s) => s.contract_failure,
+            SampleScore::Explanation(s) => s.contract_failure,
+        }
+    }
+
     pub fn metrics(&self) -> Vec<(&'static str, Option<f64>)> {
         match self {
             SampleScore::Belief(s) => s.metrics(),

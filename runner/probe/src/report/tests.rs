@@ -58,6 +58,7 @@ fn core(system: &str, shift: f64) -> ProbeReport {
         pre_acc: Some(est(0.95, 0.9, 0.99, 168)),
         post_acc: Some(est(0.625 - shift, 0.5, 0.75, 168)),
         post_em: None,
+        unusable_rate: Some(est(0.5, 0.25, 0.75, 168)),
         post_acc_given_pre: Some(est(0.6, 0.45, 0.7, 160)),
         post_acc_majority: None,
         stale_rate: Some(est(0.2, 0.1, 0.3, 168)),
@@ -113,8 +114,12 @@ fn headline_has_one_row_per_system_with_each_measure_its_interval_and_n() {
     let t = headline(&[("A", &a), ("my_model", &b)]);
     assert_eq!(t.rows.len(), 2);
     assert_eq!(t.rows[1].label, "my_model");
-    assert_eq!(t.columns.len(), 8);
+    assert_eq!(t.columns.len(), 9);
     assert_eq!(t.columns[1], "Accuracy after the change");
+    // Unusable replies: the last column, from the report's `unusable_rate`.
+    assert_eq!(t.columns[8], "Unusable replies");
+    assert_eq!(t.rows[0].cells[8].estimate.unwrap().mean, 0.5);
+    assert_eq!(t.rows[0].cells[8].key, "A|probe/unusable_rate");
     assert!(
         t.columns.iter().all(|c| !c.contains('_')),
         "{:?}",

@@ -17,7 +17,7 @@ pub struct Measure {
 }
 
 /// The headline table's measures, in column order.
-pub const HEADLINE: [Measure; 8] = [
+pub const HEADLINE: [Measure; 9] = [
     Measure {
         name: "Accuracy before the change",
         definition: "Share of questions answered right before the final, contradicting turn: is the chain understood at all?",
@@ -65,6 +65,12 @@ pub const HEADLINE: [Measure; 8] = [
         definition: "Follow-up question: share naming the final turn right as an update (the world changed) or a correction (the earlier statement was wrong).",
         path: "probe/intervals/axis_acc",
         get: |p| p.intervals.axis_acc,
+    },
+    Measure {
+        name: "Unusable replies",
+        definition: "Share of answers, before and after the change, that give no answer at all: no words, the prompt or the conversation repeated, invented turns, or nothing said about the question (lower is better). They count as wrong in every accuracy.",
+        path: "probe/unusable_rate",
+        get: |p| p.unusable_rate,
     },
 ];
 

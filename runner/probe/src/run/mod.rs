@@ -15,8 +15,9 @@
 //!   alike); `--shard I/N` slices by request id as for CREG.
 //! * A sample is `correct` when its outcome is correct (the gold named and no other
 //!   candidate, or an abstention where the gold is `unknown`). The Probe contract is
-//!   free text, so its only unusable answer is an empty one (outcome `empty`, no words
-//!   at all): that is the contract failure, counted wrong, never dropped.
+//!   free text read for its claims (`docs/probe-answers.md`); an unusable reply (outcome
+//!   `no_answer`: a restated prompt, pasted or invented turns, nothing asserted; or
+//!   `empty`: no words) is the contract failure, counted wrong, never dropped.
 //! * After the post question each core item gets a follow-up request (`task`
 //!   `followup`): the whole conversation, the chain's statements as keys, and a JSON
 //!   contract `{"invalidated": [...], "axis": "update"|"correction"}` read like CREG's

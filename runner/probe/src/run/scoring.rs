@@ -6,8 +6,8 @@ use crate::render::{Phase, Question};
 use crate::run::followup::{parse_followup, Followup};
 use crate::run::{ProbeWorkload, Scoring};
 use crate::score::{
-    compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, Outcome,
-    PitResponse, ProbeResponse, RunReport, SystemReport,
+    compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, PitResponse,
+    ProbeResponse, RunReport, SystemReport,
 };
 use runner_core::journal::SampleRecord;
 use serde_json::json;
@@ -66,7 +66,7 @@ impl ProbeWorkload {
                         "exact_match": em,
                     }),
                     correct: Some(outcome.is_correct()),
-                    contract_failure: outcome == Outcome::Empty,
+                    contract_failure: outcome.is_unusable(),
                 }
             }
             Question::Pit { item, query } => {
@@ -80,7 +80,7 @@ impl ProbeWorkload {
                         "current_leak": s.current_leak,
                     }),
                     correct: Some(s.outcome.is_correct()),
-                    contract_failure: s.outcome == Outcome::Empty,
+                    contract_failure: s.outcome.is_unusable(),
                 }
             }
         }

@@ -13,7 +13,7 @@ use regex::RegexSet;
 use std::sync::LazyLock;
 
 /// Version of the decline phrases, negation patterns and negating cues.
-pub const ABSTENTION_VERSION: &str = "probe-abstain-2";
+pub const ABSTENTION_VERSION: &str = "probe-abstain-3";
 
 /// Verbs of finding out or answering, after "cannot", "no way to" and the like.
 const KNOW: &str = "know|tell|say|determine|be determined|be sure|answer|be answered|confirm|\
@@ -56,6 +56,8 @@ fn patterns() -> Vec<String> {
         r"\bno way of (knowing|telling|saying)\b".into(),
         r"\b(isnt|is not|arent|are not|wasnt|was not) (available|known|clear|certain|determinable|on record)\b".into(),
         r"\b(would|will) (have|need) to (ask|check)\b".into(),
+        // Refusals: "I'm unable to assist with questions ...".
+        r"\b(i|im|i am) (unable to|cannot|cant|can not|not able to|not capable of) (assist|help|provide|answer|give|share)(ing)?\b".into(),
         r"\b(depends|it depends) on (your|the) new\b".into(),
     ]
 }
@@ -63,9 +65,20 @@ fn patterns() -> Vec<String> {
 static DECLINES: LazyLock<RegexSet> =
     LazyLock::new(|| RegexSet::new(patterns()).expect("the decline patterns are valid"));
 
-/// Whether the normalised words hold a decline phrase or negation pattern.
+/// Confusion about the question itself: not a decline to give the value.
+static META: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new([
+        r"\b(not sure|unsure|dont know|do not know|unclear|dont understand|do not understand) (what|which) (you|youre|your)\b",
+        r"\b(dont|do not|didnt|did not) understand (the|your) question\b",
+    ])
+    .expect("the confusion patterns are valid")
+});
+
+/// Whether the normalised words hold a decline phrase or negation pattern, and not
+/// only confusion about what was asked ("I'm not sure what you're asking").
 pub fn declines(words: &[String]) -> bool {
-    DECLINES.is_match(&words.join(" "))
+    let text = words.join(" ");
+    DECLINES.is_match(&text) && !META.is_match(&text)
 }
 
 /// Words that may stand between a negating cue and the value it denies.
@@ -146,6 +159,10 @@ pub fn denied(words: &[String], start: usize, len: usize) -> bool {
     while end > 0 && skipped < 3 && FILLER.contains(&words[end - 1].as_str()) {
         // "no longer" is a cue even though "longer" may be skipped as filler.
         if words[end - 1] == "longer" && end >= 2 && words[end - 2] == "no" {
+            return true;
+        }
+        // So is "used to", though "to" may be skipped too ("you used to work at X").
+        if words[end - 1] == "to" && end >= 2 && words[end - 2] == "used" {
             return true;
         }
         end -= 1;

@@ -7,6 +7,8 @@
 
 use crate::chains::AnswerKind;
 use crate::score::abstention::{declines, denied};
+use crate::score::assertion::{is_negation, names_a_value, negated, words, Word};
+use crate::score::claim::{claims, Claims, PromptEcho};
 use crate::score::normalize::{tokens, value_tokens};
 use std::collections::BTreeSet;
 
@@ -141,16 +143,18 @@ pub fn aliases(value: &str, kind: AnswerKind) -> Vec<Alias> {
 /// How an answer reads against an item's candidates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
-    /// Indices of the candidates the answer names (asserts).
+    /// Indices of the candidates the answer's claims name (assert).
     pub mentioned: BTreeSet<usize>,
     /// Candidates the answer names only to deny them ("not Chicago", "you left X").
     pub denied: BTreeSet<usize>,
-    /// Candidates the answer equals exactly after normalisation: the whole answer, its
-    /// first line, or the text after an "Answer:" label.
+    /// Candidates the answer equals exactly after normalisation: all its claims, its
+    /// first claim, or its `Answer:` label.
     pub exact: BTreeSet<usize>,
-    /// Refusal to give a value: the flag, or, with no candidate asserted, a decline
-    /// phrase or a denied candidate.
+    /// Refusal to give a value: the flag, or, with no value asserted, a sentence that
+    /// declines or a denied candidate.
     pub abstained: bool,
+    /// A claim names a value that is none of the candidates.
+    pub names_other: bool,
     /// The answer has no words at all.
     pub empty: bool,
 }
@@ -160,28 +164,14 @@ impl Reading {
     pub fn names_only(&self, candidate: usize) -> bool {
         self.mentioned.len() == 1 && self.mentioned.contains(&candidate)
     }
+
+    /// Words, but no claim about the asked relation: no value, and no decline.
+    pub fn no_answer(&self) -> bool {
+        !self.empty && !self.abstained && !self.names_other && self.mentioned.is_empty()
+    }
 }
 
-/// The spans of an answer that may hold the bare value.
-fn answer_spans(text: &str) -> Vec<Vec<String>> {
-    let mut spans = vec![value_tokens(text)];
-    if let Some(first) = text.lines().find(|l| !l.trim().is_empty()) {
-        spans.push(value_tokens(first));
-    }
-    // Searched in the original text: lower-casing can change byte offsets.
-    const LABEL: &str = "answer:";
-    let at = (0..text.len()).rev().find(|&i| {
-        text.get(i..i + LABEL.len())
-            .is_some_and(|s| s.eq_ignore_ascii_case(LABEL))
-    });
-    if let Some(at) = at {
-        let rest = &text[at + LABEL.len()..];
-        spans.push(value_tokens(rest.lines().next().unwrap_or("")));
-    }
-    spans
-}
-
-fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) -> Vec<usize> {
+fn find(hay: &[Word], needle: &[String], masked: &[bool], leading_only: bool) -> Vec<usize> {
     if needle.is_empty() || needle.len() > hay.len() {
         return vec![];
     }
@@ -192,50 +182,104 @@ fn find(hay: &[String], needle: &[String], masked: &[bool], leading_only: bool) 
     };
     (0..=last)
         .filter(|&i| {
-            hay[i..i + needle.len()] == *needle && !masked[i..i + needle.len()].iter().any(|m| *m)
+            hay[i..i + needle.len()]
+                .iter()
+                .zip(needle)
+                .all(|(w, n)| w.text == *n)
+                && !masked[i..i + needle.len()].iter().any(|m| *m)
         })
         .collect()
 }
 
-/// Read an answer against candidate values (each with its aliases).
+/// Read an answer against candidate values (each with its aliases), with no prompt to
+/// recognise copies of.
 pub fn read(answer: &Answer, candidates: &[Vec<Alias>]) -> Reading {
-    let words = tokens(&answer.text);
-    let spans = answer_spans(&answer.text);
-    let mut all: Vec<(usize, &Alias)> = candidates
-        .iter()
-        .enumerate()
-        .flat_map(|(i, a)| a.iter().map(move |x| (i, x)))
-        .collect();
-    all.sort_by_key(|(_, a)| std::cmp::Reverse(a.tokens.len()));
-    let mut masked = vec![false; words.len()];
-    let mut mentioned = BTreeSet::new();
-    let mut denials = BTreeSet::new();
-    for (i, a) in &all {
-        let hits = find(&words, &a.tokens, &masked, a.leading_only);
+    read_reply(answer, candidates, &PromptEcho::default())
+}
+
+/// What one claim sentence says about the candidates.
+#[derive(Default)]
+struct SentenceReading {
+    mentioned: BTreeSet<usize>,
+    denied: BTreeSet<usize>,
+    declines: bool,
+    names_other: bool,
+}
+
+fn read_sentence(sentence: &str, all: &[(usize, &Alias)], first: bool) -> SentenceReading {
+    let ws = words(sentence);
+    let plain: Vec<String> = ws.iter().map(|w| w.text.clone()).collect();
+    let mut masked = vec![false; ws.len()];
+    let mut out = SentenceReading::default();
+    for (i, a) in all {
+        let hits = find(&ws, &a.tokens, &masked, a.leading_only);
         for start in &hits {
             masked[*start..*start + a.tokens.len()]
                 .iter_mut()
                 .for_each(|m| *m = true);
         }
+        // An alias that itself negates ("does not observe") is not negated by itself.
+        let self_negating = a.tokens.iter().any(|t| is_negation(t));
         for start in &hits {
-            if denied(&words, *start, a.tokens.len()) {
-                denials.insert(*i);
-            } else {
-                mentioned.insert(*i);
+            if denied(&plain, *start, a.tokens.len()) {
+                out.denied.insert(*i);
+            } else if self_negating || !negated(&ws, *start) {
+                out.mentioned.insert(*i);
             }
         }
     }
+    out.declines = declines(&plain);
+    out.names_other =
+        out.mentioned.is_empty() && !out.declines && names_a_value(&ws, &masked, first);
+    out
+}
+
+/// Read a reply as a grader does: its claims only (see [`claims`]), each sentence for
+/// the values it asserts, denies, or declines to give.
+pub fn read_reply(answer: &Answer, candidates: &[Vec<Alias>], prompt: &PromptEcho) -> Reading {
+    let mut all: Vec<(usize, &Alias)> = candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| a.iter().map(move |x| (i, x)))
+        .collect();
+    // A reply that is one of the values word for word names it, though the user said
+    // those words first ("stays on standard time all year"): a value is not an echo.
+    let bare = value_tokens(answer.text.trim());
+    let claims = if !bare.is_empty() && all.iter().any(|(_, a)| a.tokens == bare) {
+        Claims {
+            sentences: vec![answer.text.trim().to_string()],
+            labelled: false,
+        }
+    } else {
+        claims(&answer.text, prompt)
+    };
+    all.sort_by_key(|(_, a)| std::cmp::Reverse(a.tokens.len()));
+    let mut mentioned = BTreeSet::new();
+    let mut denials = BTreeSet::new();
+    let (mut declined, mut names_other) = (false, false);
+    for (k, s) in claims.sentences.iter().enumerate() {
+        let r = read_sentence(s, &all, k == 0);
+        mentioned.extend(r.mentioned);
+        denials.extend(r.denied);
+        declined |= r.declines;
+        names_other |= r.names_other;
+    }
     let denials: BTreeSet<usize> = denials.difference(&mentioned).copied().collect();
+    let mut spans = vec![value_tokens(&claims.text())];
+    if let Some(first) = claims.sentences.first() {
+        spans.push(value_tokens(first));
+    }
     let exact = candidates
         .iter()
         .enumerate()
         .filter(|(_, a)| a.iter().any(|x| spans.contains(&x.tokens)))
         .map(|(i, _)| i)
         .collect();
-    let phrase = declines(&words);
+    let asserted = !mentioned.is_empty() || names_other;
     Reading {
-        abstained: answer.abstain || (mentioned.is_empty() && (phrase || !denials.is_empty())),
-        empty: words.is_empty(),
+        abstained: answer.abstain || (!asserted && (declined || !denials.is_empty())),
+        names_other: names_other && mentioned.is_empty(),
+        empty: tokens(&answer.text).is_empty(),
         mentioned,
         denied: denials,
         exact,

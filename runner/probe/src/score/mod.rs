@@ -3,6 +3,8 @@
 //! pure: no I/O, and no model text can make it panic.
 
 pub mod abstention;
+pub mod assertion;
+pub mod claim;
 pub mod compare;
 pub mod files;
 pub mod intervals;

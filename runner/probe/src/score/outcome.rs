@@ -3,7 +3,8 @@
 use crate::chains::{chain, AnswerKind};
 use crate::records::{loose_key, Contradicted, Gold, PitItem, PitQuery, ProbeItem};
 pub use crate::response::ProbeResponse;
-use crate::score::matching::{aliases, read, Alias, Answer, Reading};
+use crate::score::claim::PromptEcho;
+use crate::score::matching::{aliases, read_reply, Alias, Answer, Reading};
 use serde::Serialize;
 
 /// Outcome classes of one answer.
@@ -22,6 +23,10 @@ pub enum Outcome {
     OverAbstain,
     /// Named a value where the gold is "unknown".
     Hallucinated,
+    /// Words, but no claim about the asked relation: a restated prompt, pasted or
+    /// invented turns, the user's words quoted back, or sentences that name no value
+    /// and do not decline. Never credited, whatever values the copied text holds.
+    NoAnswer,
     /// No words at all.
     Empty,
 }
@@ -35,12 +40,18 @@ impl Outcome {
             Outcome::Other => "other",
             Outcome::OverAbstain => "over_abstain",
             Outcome::Hallucinated => "hallucinated",
+            Outcome::NoAnswer => "no_answer",
             Outcome::Empty => "empty",
         }
     }
 
     pub fn is_correct(self) -> bool {
         matches!(self, Outcome::Correct | Outcome::Abstain)
+    }
+
+    /// A reply the scorer cannot use as an answer: none given, or no words.
+    pub fn is_unusable(self) -> bool {
+        matches!(self, Outcome::NoAnswer | Outcome::Empty)
     }
 }
 
@@ -83,6 +94,9 @@ fn classify(r: &Reading, gold: Option<usize>, stale: Option<usize>) -> Outcome {
     if r.empty && !r.abstained {
         return Outcome::Empty;
     }
+    if r.no_answer() {
+        return Outcome::NoAnswer;
+    }
     match gold {
         Some(g) if r.names_only(g) => Outcome::Correct,
         Some(_) if r.abstained => Outcome::OverAbstain,
@@ -95,8 +109,9 @@ fn classify(r: &Reading, gold: Option<usize>, stale: Option<usize>) -> Outcome {
 
 pub fn score_probe_item(item: &ProbeItem, response: &ProbeResponse) -> ItemScore {
     let (candidates, _) = probe_candidates(item);
-    let pre_r = read(&response.pre, &candidates);
-    let post_r = read(&response.post, &candidates);
+    let prompt = PromptEcho::probe(item);
+    let pre_r = read_reply(&response.pre, &candidates, &prompt);
+    let post_r = read_reply(&response.post, &candidates, &prompt);
     let post_gold = item.gold_post.value().map(|_| 1);
     ItemScore {
         pre: classify(&pre_r, Some(0), None),
@@ -202,7 +217,8 @@ pub fn score_pit_query(item: &PitItem, query: &PitQuery, answer: &Answer) -> Que
         .iter()
         .map(|v| aliases(v, AnswerKind::Name))
         .collect();
-    let r = read(answer, &candidates);
+    let prompt = PromptEcho::pit(item);
+    let r = read_reply(answer, &candidates, &prompt);
     let gold = match &query.gold {
         Gold::Unknown => None,
         Gold::Value(v) => values.iter().position(|x| loose_key(x) == loose_key(v)),
@@ -211,7 +227,7 @@ pub fn score_pit_query(item: &PitItem, query: &PitQuery, answer: &Answer) -> Que
         // A gold outside the stated values can only be named by text that matches it.
         (Gold::Value(v), None) => {
             let extra = [aliases(v, AnswerKind::Name)];
-            if read(answer, &extra).names_only(0) && r.mentioned.is_empty() {
+            if read_reply(answer, &extra, &prompt).names_only(0) && r.mentioned.is_empty() {
                 Outcome::Correct
             } else {
                 classify(&r, Some(usize::MAX), None)
@@ -420,7 +436,11 @@ mod tests {
                 assert!(
                     matches!(
                         s.post,
-                        Outcome::Abstain | Outcome::Stale | Outcome::Hallucinated | Outcome::Empty
+                        Outcome::Abstain
+                            | Outcome::Stale
+                            | Outcome::Hallucinated
+                            | Outcome::NoAnswer
+                            | Outcome::Empty
                     ),
                     "{text:?}"
                 );

@@ -51,6 +51,9 @@ pub struct ProbeReport {
     /// Share of items whose samples are right in the majority (ties count wrong).
     pub post_acc_majority: Option<f64>,
     pub stale_rate: Option<Estimate>,
+    /// Share of answers, before and after the change, the scorer cannot use: no words,
+    /// or no claim (a restated prompt, pasted or invented turns, nothing asserted).
+    pub unusable_rate: Option<Estimate>,
     pub abstention: Abstention,
     pub invalidation: Option<Invalidation>,
     pub axis_acc: Option<f64>,
@@ -213,6 +216,14 @@ pub fn score_probe(system: &str, pairs: &[(&ProbeItem, &ProbeResponse)]) -> Prob
             &samples,
             |_| true,
             |s| f64::from(u8::from(s.score.post == Outcome::Stale)),
+        ),
+        unusable_rate: clustered(
+            &samples,
+            |_| true,
+            |s| {
+                let both = [s.score.pre, s.score.post];
+                both.iter().filter(|o| o.is_unusable()).count() as f64 / 2.0
+            },
         ),
         abstention: abstention(&samples),
         invalidation: invalidation(&samples),
