@@ -162,6 +162,8 @@ fn teacher_forced(
         "model": label,
         "engine": engine.describe(),
         "prompt_tokens": ids.len(),
+        // A peer (llama.cpp, transformers) is given the same ids.
+        "prompt_ids": ids,
         "forced": forced,
         "greedy_at": greedy_at,
     });
