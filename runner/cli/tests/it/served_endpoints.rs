@@ -213,3 +213,50 @@ fn complete_but_unusable_answers_are_kept_failed_once_each_and_the_run_goes_on()
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// llama-cpp-python's server, as it answers: top_k -1 is refused with HTTP 500 and a
+/// pydantic validation error, top_k 0 is taken. The runner must not wait out its retry
+/// window on the 500 (the same request is refused again), but send top-k off as 0, and
+/// never leave top_k out (that server's default is 40).
+#[test]
+fn a_server_that_refuses_top_k_minus_one_with_a_500_gets_top_k_zero_at_once() {
+    let top_ks: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen = top_ks.clone();
+    let stub = Stub::start(move |c: &Call| {
+        if c.method == "GET" {
+            return (200, model_list("m"));
+        }
+        seen.lock().unwrap().push(c.body["top_k"].clone());
+        if c.body["top_k"] == -1 {
+            let refusal = "1 validation error:\n  {'type': 'greater_than_equal', 'loc': \
+                           ('body', 'top_k'), 'msg': 'Input should be greater than or \
+                           equal to 0', 'input': -1, 'ctx': {'ge': 0}}";
+            let body = serde_json::json!({"error": {"message": refusal,
+                "type": "internal_server_error", "param": null, "code": null}});
+            return (500, body.to_string());
+        }
+        (200, chat_answer("A"))
+    });
+    let dir = scratch("top-k-zero");
+    let started = Instant::now();
+    let out = served_run(&stub.url("/v1"), &dir, &["--retry-for", "60"]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the validation error was retried: {:?}\n{err}",
+        started.elapsed()
+    );
+    let sent = top_ks.lock().unwrap();
+    assert_eq!(sent.first(), Some(&serde_json::json!(-1)), "{sent:?}");
+    assert!(
+        sent[1..].iter().all(|k| *k == serde_json::json!(0)),
+        "every request after the probe says top_k 0: {sent:?}"
+    );
+    let manifest = crate::common::json(&dir.join("m/creg-v1.0/manifest.json"));
+    assert!(
+        manifest.to_string().contains("extra_fields_top_k_0"),
+        "the manifest names the dialect: {manifest}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -276,7 +276,11 @@ impl Client {
                     _ => String::new(),
                 };
                 let message = server_message(&text);
-                if status == 408 || status == 429 || status >= 500 {
+                // A request the server's validation refused is refused again if retried,
+                // whatever status it came with (llama-cpp-python's server says 500).
+                if (status == 408 || status == 429 || status >= 500)
+                    && !is_validation_error(&message)
+                {
                     Attempt::Retry(format!("HTTP {status}: {message}"), retry_after)
                 } else {
                     Attempt::Refused(status, message)
@@ -293,6 +297,13 @@ impl Client {
             Err(ureq::Error::Transport(t)) => Attempt::Retry(transport_reason(&t), None),
         }
     }
+}
+
+/// Whether a server's error message says the request failed its validation (a field out
+/// of range, of the wrong type): pydantic's `validation error`, as FastAPI servers word it.
+fn is_validation_error(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("validation error") || m.contains("validation_error")
 }
 
 /// Why no answer came, in words: `connection refused` rather than ureq's

@@ -40,8 +40,11 @@ impl PromptMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     /// `top_k`, `min_p` and `repetition_penalty` as extra body fields (vLLM, SGLang,
-    /// llama.cpp's server).
+    /// llama.cpp's server), top-k off as -1.
     ExtraFields,
+    /// The same fields with top-k off as 0, for servers that refuse -1
+    /// (llama-cpp-python's, which otherwise defaults to a top-k of 40).
+    ExtraFieldsTopKZero,
     /// A `generation_config` JSON string (transformers' `serve`, which refuses unknown
     /// fields); unset values there fall back to the model's own config, so every
     /// setting that matters is given.
@@ -51,8 +54,9 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 3] = [
+    pub const ALL: [Dialect; 4] = [
         Dialect::ExtraFields,
+        Dialect::ExtraFieldsTopKZero,
         Dialect::GenerationConfig,
         Dialect::Plain,
     ];
@@ -60,6 +64,7 @@ impl Dialect {
     pub fn name(self) -> &'static str {
         match self {
             Dialect::ExtraFields => "extra_fields",
+            Dialect::ExtraFieldsTopKZero => "extra_fields_top_k_0",
             Dialect::GenerationConfig => "generation_config",
             Dialect::Plain => "plain",
         }
@@ -98,8 +103,12 @@ pub fn sampling_fields(spec: &BodySpec) -> Map<String, Value> {
     }
     body.insert("max_tokens".into(), json!(spec.max_tokens));
     match spec.dialect {
-        Dialect::ExtraFields => {
-            body.insert("top_k".into(), json!(-1));
+        Dialect::ExtraFields | Dialect::ExtraFieldsTopKZero => {
+            let off = match spec.dialect {
+                Dialect::ExtraFields => -1,
+                _ => 0,
+            };
+            body.insert("top_k".into(), json!(off));
             body.insert("min_p".into(), json!(0.0));
             body.insert("repetition_penalty".into(), json!(1.0));
         }
@@ -306,6 +315,16 @@ mod tests {
         assert_eq!(b["max_tokens"], json!(512));
         assert_eq!(b["top_k"], json!(-1));
         assert_eq!(b["repetition_penalty"], json!(1.0));
+        let zero = sampling_fields(&BodySpec {
+            dialect: Dialect::ExtraFieldsTopKZero,
+            ..spec
+        });
+        assert_eq!(
+            zero["top_k"],
+            json!(0),
+            "top-k off as llama-cpp-python says it"
+        );
+        assert_eq!(zero["min_p"], json!(0.0));
         assert_eq!(b["seed"], json!(7));
         let g = sampling_fields(&BodySpec {
             dialect: Dialect::GenerationConfig,
