@@ -9,6 +9,7 @@
 //! `cargo test` leaves this target out (its `test = false`): scripts/test runs it.
 
 mod agreement;
+mod gguf;
 mod invariance;
 mod memory;
 #[path = "../support/memory_cgroup.rs"]
