@@ -151,7 +151,7 @@ pub fn models(args: ModelsArgs) -> Result<ExitCode> {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// A model folder; without it a fixture of --arch and --size is written to a
+    /// A model folder or GGUF file; without it a fixture of --arch and --size is written to a
     /// temporary folder.
     #[arg(long)]
     model: Option<PathBuf>,

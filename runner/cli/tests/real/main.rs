@@ -11,6 +11,7 @@
 mod agreement;
 #[path = "../support/cgroup.rs"]
 mod cgroup;
+mod gguf;
 mod gguf_tokenizer;
 mod invariance;
 mod memory;

@@ -19,6 +19,9 @@ const LONGEST_TRIED: usize = 16;
 /// it the context check is skipped, and a huge `--max-new-tokens` then aborts the
 /// process on allocating the KV cache.
 pub fn context_length(config: &Path) -> Result<usize, RunError> {
+    if runner_engine::candle::gguf::is_gguf(config) {
+        return Ok(runner_engine::candle::gguf::GgufHeader::read(config)?.context_length()?);
+    }
     let text = std::fs::read_to_string(config)
         .map_err(|e| RunError::Setup(format!("{}: cannot read: {e}", config.display())))?;
     let value: serde_json::Value = serde_json::from_str(&text)

@@ -108,6 +108,11 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         // resumed with another batch bound is another run.
         "max_batch": opts.max_batch,
     });
+    // A GGUF file's tensor types, beside its digest: which blocks the answers came from.
+    if let Some(gguf) = files.gguf() {
+        let header = runner_engine::candle::gguf::GgufHeader::read(gguf)?;
+        identity["gguf_tensor_types"] = json!(header.tensor_types());
+    }
     // Recorded only for base models, so that the identity of every chat run, and with
     // it the resume of runs made before this key existed, is unchanged.
     if engine.template().is_plain() {

@@ -156,7 +156,11 @@ pub fn run(bench: &EngineBench, each: &mut dyn FnMut(&Value)) -> Result<Vec<Valu
             (d, label, Some(guard))
         }
     };
-    let files = ModelFiles::from_dir(&dir)?;
+    let files = if crate::candle::gguf::is_gguf(&dir) && dir.is_file() {
+        ModelFiles::from_gguf(&dir)?
+    } else {
+        ModelFiles::from_dir(&dir)?
+    };
     let engine = Engine::load_with(&files, device, &label, bench.load)?;
     // The bench holds a copy of the cache beside it to measure the select: its row
     // limit leaves room for that (see `bench_row_limit`).

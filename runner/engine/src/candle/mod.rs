@@ -10,6 +10,7 @@ pub mod choice;
 pub mod cpu;
 #[cfg(any(test, feature = "fixture"))]
 pub mod fixture;
+pub mod gguf;
 mod layers;
 pub mod load;
 pub mod memory_plan;

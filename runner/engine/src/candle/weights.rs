@@ -15,6 +15,8 @@ pub enum WeightFormat {
     Q8_0,
     /// 4-bit super-blocks of 256 (GGML's q4_K).
     Q4K,
+    /// The blocks a GGUF file stores, each tensor in its own type.
+    Gguf,
 }
 
 impl WeightFormat {
@@ -25,23 +27,26 @@ impl WeightFormat {
             WeightFormat::Bf16 => "bf16",
             WeightFormat::Q8_0 => "q8_0",
             WeightFormat::Q4K => "q4k",
+            WeightFormat::Gguf => "gguf",
         }
     }
 
-    /// Bytes one weight takes, scales included.
+    /// Bytes one weight takes, scales included (0 for a GGUF file's, which vary by
+    /// tensor: no format the runner converts to is smaller).
     pub fn bytes_per_weight(self) -> f64 {
         match self {
             WeightFormat::F32 => 4.0,
             WeightFormat::Bf16 => 2.0,
             WeightFormat::Q8_0 => 34.0 / 32.0,
             WeightFormat::Q4K => 144.0 / 256.0,
+            WeightFormat::Gguf => 0.0,
         }
     }
 
     /// Inputs per block the format quantizes together (1: not quantized).
     pub fn block(self) -> usize {
         match self {
-            WeightFormat::F32 | WeightFormat::Bf16 => 1,
+            WeightFormat::F32 | WeightFormat::Bf16 | WeightFormat::Gguf => 1,
             WeightFormat::Q8_0 => 32,
             WeightFormat::Q4K => 256,
         }
@@ -68,6 +73,8 @@ pub struct Weights {
     pub format: WeightFormat,
     pub stored: DType,
     pub checkpoint: Option<Checkpoint>,
+    /// A GGUF file's tensors, which the layers take in their stored blocks.
+    pub gguf: Option<std::sync::Arc<crate::candle::gguf::GgufModel>>,
 }
 
 impl Weights {
@@ -76,6 +83,7 @@ impl Weights {
         format: WeightFormat::F32,
         stored: DType::F32,
         checkpoint: None,
+        gguf: None,
     };
 }
 

@@ -1,5 +1,6 @@
-//! Weights quantized at load to GGML's q4_K blocks, multiplied by candle's quantized
-//! dot products. (q8_0 has panels of its own, [`crate::candle::cpu::packed`].)
+//! Weights in GGML's blocks, multiplied by candle's quantized dot products: quantized
+//! at load to q4_K, or as a GGUF file stores them (any of candle's block types). (q8_0
+//! quantized at load has panels of its own, [`crate::candle::cpu::packed`].)
 //!
 //! The blocks are held here and handed to `k_quants::matmul` directly rather than
 //! through `QMatMul`: on CPUs with VNNI, `QMatMul` repacks a weight into a second layout
@@ -9,19 +10,39 @@
 //! a row's bits do not depend on the rows beside it.
 
 use crate::candle::cpu::{product_input, with_slice};
-use candle_core::quantized::k_quants::{self, BlockQ4K, GgmlType};
+use candle_core::quantized::k_quants::{BlockQ4K, GgmlType};
+use candle_core::quantized::QuantizedType;
 use candle_core::{DType, Device, Result, Tensor};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Inputs per q4_K block: a layer must be a whole number of them.
 pub const Q4K_BLOCK: usize = BlockQ4K::BLCK_SIZE;
 
-/// A (n, k) weight quantized to q4_K row by row, for `x W^T`.
-#[derive(Debug, Clone)]
+/// A (n, k) weight in blocks of GGML types, for `x W^T`: parts stacked along n, each
+/// of one block type (a GGUF file may store q, k and v in three).
+#[derive(Clone)]
 pub struct QuantWeight {
     n: usize,
     k: usize,
-    blocks: Vec<BlockQ4K>,
+    parts: Vec<Part>,
+}
+
+#[derive(Clone)]
+struct Part {
+    n: usize,
+    blocks: Arc<dyn QuantizedType>,
+}
+
+impl std::fmt::Debug for QuantWeight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let types: Vec<_> = self.parts.iter().map(|p| p.blocks.dtype()).collect();
+        f.debug_struct("QuantWeight")
+            .field("n", &self.n)
+            .field("k", &self.k)
+            .field("types", &types)
+            .finish()
+    }
 }
 
 impl QuantWeight {
@@ -45,7 +66,25 @@ impl QuantWeight {
             )?;
             first += rows;
         }
-        Ok(QuantWeight { n, k, blocks })
+        let blocks: Arc<dyn QuantizedType> = Arc::new(blocks);
+        Ok(QuantWeight {
+            n,
+            k,
+            parts: vec![Part { n, blocks }],
+        })
+    }
+
+    /// A weight from blocks as stored: `(rows, blocks)` per part, each `k` wide.
+    pub fn from_blocks(k: usize, parts: Vec<(usize, Arc<dyn QuantizedType>)>) -> Self {
+        let parts: Vec<Part> = parts
+            .into_iter()
+            .map(|(n, blocks)| Part { n, blocks })
+            .collect();
+        QuantWeight {
+            n: parts.iter().map(|p| p.n).sum(),
+            k,
+            parts,
+        }
     }
 
     /// `x W^T` over the last dimension of `x`: (.., k) -> (.., n), f32.
@@ -53,8 +92,22 @@ impl QuantWeight {
         let (x, rows, mut dims) = product_input(x, self.k)?;
         let mut out = vec![0f32; rows * self.n];
         if rows > 0 {
-            with_slice::<f32, _>(&x, |xs| {
-                k_quants::matmul((rows, self.k, self.n), xs, &self.blocks, &mut out)
+            with_slice::<f32, _>(&x, |xs| match self.parts.as_slice() {
+                [one] => one.blocks.matmul_t((rows, self.k, self.n), xs, &mut out),
+                parts => {
+                    // Each part's product, then its columns into place.
+                    let mut first = 0;
+                    for p in parts {
+                        let mut part = vec![0f32; rows * p.n];
+                        p.blocks.matmul_t((rows, self.k, p.n), xs, &mut part)?;
+                        for (r, row) in part.chunks_exact(p.n).enumerate() {
+                            let at = r * self.n + first;
+                            out[at..at + p.n].copy_from_slice(row);
+                        }
+                        first += p.n;
+                    }
+                    Ok(())
+                }
             })?;
         }
         dims.push(self.n);

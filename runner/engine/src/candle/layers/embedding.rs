@@ -8,8 +8,10 @@
 use crate::candle::checkpoint::StoredRows;
 use crate::candle::layers::Proj;
 use crate::candle::weights::{WeightFormat, Weights};
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct Embedding {
@@ -24,6 +26,8 @@ enum Table {
     Held(Tensor),
     /// Read from the checkpoint on the CPU.
     Stored(StoredRows),
+    /// A GGUF file's table in its stored blocks, rows dequantized as they are looked up.
+    Blocks(Arc<QTensor>),
 }
 
 impl Embedding {
@@ -36,6 +40,21 @@ impl Embedding {
     ) -> Result<Self> {
         let vb = vb.pp(name);
         let name = format!("{}.weight", vb.prefix());
+        if let Some(gguf) = &weights.gguf {
+            let Some((gguf_name, t)) = gguf.by_hf_name(&name) else {
+                candle_core::bail!("{} has no tensor for {name}", gguf.path().display());
+            };
+            if t.shape().dims() != [vocab, hidden] {
+                candle_core::bail!(
+                    "tensor {gguf_name} has shape {:?}, the architecture expects [{vocab}, {hidden}]",
+                    t.shape().dims()
+                );
+            }
+            return Ok(Embedding {
+                table: Table::Blocks(t.clone()),
+                dtype: vb.dtype(),
+            });
+        }
         let stored = weights
             .checkpoint
             .as_ref()
@@ -73,6 +92,10 @@ impl Embedding {
     pub fn tied_head(&self, vb: &VarBuilder, name: &str, weights: &Weights) -> Result<Proj> {
         match &self.table {
             Table::Held(t) => Proj::from_weight(t, weights),
+            Table::Blocks(t) => {
+                let (vocab, hidden) = t.shape().dims2()?;
+                Proj::load(vb, &[(name, vocab)], hidden, false, weights)
+            }
             Table::Stored(rows) => {
                 let (vocab, hidden) = rows.dims();
                 Proj::load(vb, &[(name, vocab)], hidden, false, weights)
@@ -92,6 +115,17 @@ impl Embedding {
                 dims.push(rows.dims().1);
                 let ids = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
                 rows.gather(&ids)?
+            }
+            Table::Blocks(t) => {
+                let (vocab, hidden) = t.shape().dims2()?;
+                dims.push(hidden);
+                let ids = ids.flatten_all()?.to_dtype(DType::U32)?;
+                if let Some(bad) = ids.to_vec1::<u32>()?.iter().find(|&&i| i as usize >= vocab) {
+                    candle_core::bail!(
+                        "token id {bad} is outside the embedding table of {vocab} rows"
+                    );
+                }
+                t.embedding(&ids)?
             }
         };
         rows.reshape(dims)?.to_dtype(self.dtype)

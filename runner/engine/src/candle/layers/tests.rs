@@ -246,6 +246,7 @@ fn embedding_rows_are_read_from_the_checkpoint_exactly_in_every_format() -> Resu
             format,
             stored: DType::BF16,
             checkpoint: Some(checkpoint.clone()),
+            gguf: None,
         };
         let embed = Embedding::load(&m, "embed_tokens", (vocab, hidden), &weights)?;
         assert_eq!(max_diff(&embed.forward(&ids)?, &exact)?, 0.0, "{format}");

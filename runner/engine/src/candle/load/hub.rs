@@ -34,6 +34,13 @@ impl ModelFiles {
     /// A local folder: config.json, tokenizer files and model.safetensors or a sharded
     /// set named by model.safetensors.index.json.
     pub fn from_dir(dir: &Path) -> Result<ModelFiles, EngineError> {
+        if !dir.join("model.safetensors").is_file()
+            && !dir.join("model.safetensors.index.json").is_file()
+        {
+            if let Some(gguf) = single_gguf(dir)? {
+                return Self::from_gguf(&gguf);
+            }
+        }
         let need = |name: &str| -> Result<PathBuf, EngineError> {
             let p = dir.join(name);
             if p.is_file() {
@@ -64,6 +71,46 @@ impl ModelFiles {
         })
     }
 
+    /// A GGUF file: weights and config in the one file (`config` names it too).
+    ///
+    /// Stand-in until the tokenizer is built from the file's metadata: the tokenizer
+    /// files are read from beside it (tokenizer.json, tokenizer_config.json, and a
+    /// generation_config.json when there is one).
+    pub fn from_gguf(path: &Path) -> Result<ModelFiles, EngineError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let beside = |name: &str| -> Result<PathBuf, EngineError> {
+            let p = dir.join(name);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(EngineError::NotAvailable(format!(
+                    "{} needs a {name} beside it (the tokenizer is not yet read from the \
+                     GGUF file)",
+                    path.display()
+                )))
+            }
+        };
+        let generation = dir.join("generation_config.json");
+        Ok(ModelFiles {
+            config: path.to_path_buf(),
+            generation_config: generation.is_file().then_some(generation),
+            tokenizer: beside("tokenizer.json")?,
+            tokenizer_config: beside("tokenizer_config.json")?,
+            weights: vec![path.to_path_buf()],
+            revision: None,
+            chat_template: None,
+            verified: None,
+        })
+    }
+
+    /// The GGUF file these are, when they are one.
+    pub fn gguf(&self) -> Option<&Path> {
+        match self.weights.as_slice() {
+            [one] if crate::candle::gguf::is_gguf(one) => Some(one),
+            _ => None,
+        }
+    }
+
     /// sha256 of each weight file, by file name: as checked against the pins, or
     /// computed now for a local folder. Never read from a blob's name, which anyone who
     /// can write the cache can choose.
@@ -80,6 +127,28 @@ impl ModelFiles {
             out.insert(name, sha256_file(w)?);
         }
         Ok(out)
+    }
+}
+
+/// The one .gguf file in `dir`; an error when there are several.
+fn single_gguf(dir: &Path) -> Result<Option<PathBuf>, EngineError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| crate::candle::gguf::is_gguf(p) && p.is_file())
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(EngineError::NotAvailable(format!(
+            "{} holds {} GGUF files; name one with --model {}",
+            dir.display(),
+            found.len(),
+            found[0].display()
+        ))),
     }
 }
 
@@ -142,6 +211,17 @@ pub fn resolve<'p>(model: &str, panel: &'p Panel) -> Result<Option<Resolved<'p>>
         }));
     }
     let dir = Path::new(model);
+    if dir.is_file() && crate::candle::gguf::is_gguf(dir) {
+        let label = dir
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| model.to_string());
+        return Ok(Some(Resolved {
+            files: ModelFiles::from_gguf(dir)?,
+            label,
+            entry: None,
+        }));
+    }
     if !dir.is_dir() {
         return Ok(None);
     }

@@ -26,21 +26,21 @@ use serde::Deserialize;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct ArchProbe {
+pub(crate) struct ArchProbe {
     model_type: Option<String>,
     #[serde(default)]
-    eos_token_id: Option<TokenIds>,
+    pub(crate) eos_token_id: Option<TokenIds>,
 }
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum TokenIds {
+pub(crate) enum TokenIds {
     One(u32),
     Many(Vec<u32>),
 }
 
 impl TokenIds {
-    fn ids(self) -> Vec<u32> {
+    pub(crate) fn ids(self) -> Vec<u32> {
         match self {
             TokenIds::One(i) => vec![i],
             TokenIds::Many(v) => v,
@@ -48,7 +48,7 @@ impl TokenIds {
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &'static str,
 ) -> Result<T, EngineError> {
@@ -76,6 +76,9 @@ impl Engine {
         label: &str,
         options: LoadOptions,
     ) -> Result<Engine, EngineError> {
+        if let Some(path) = files.gguf() {
+            return Self::load_gguf(files, path, device, label, options);
+        }
         let checkpoint = Checkpoint::open(&files.weights)?;
         let checkpoint_dtype = checkpoint.stored_dtype();
         let (dtype, format) = options.resolve(&device, checkpoint_dtype)?;
@@ -140,27 +143,51 @@ impl Engine {
             format,
             stored: checkpoint_dtype,
             checkpoint: device.is_cpu().then(|| checkpoint.clone()),
+            gguf: None,
         };
         let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
         let model = config.load(vb, &arch.tensors, &weights)?;
+        Ok(Engine::assemble(
+            model,
+            kv_elems * dtype.size_in_bytes(),
+            encoder,
+            eos,
+            format!(
+                "{label} on {} ({format} weights, {} activations)",
+                if device.is_cpu() { "cpu" } else { "cuda" },
+                dtype.as_str()
+            ),
+            (device, dtype, format),
+        ))
+    }
+
+    /// An engine with the default limits and scheduler around a loaded model.
+    pub(crate) fn assemble(
+        model: Box<dyn crate::candle::CausalLm>,
+        kv_bytes_per_token: usize,
+        encoder: PromptEncoder,
+        eos: Vec<u32>,
+        label: String,
+        (device, dtype, format): (
+            Device,
+            candle_core::DType,
+            crate::candle::weights::WeightFormat,
+        ),
+    ) -> Engine {
         let limits = BatchLimits {
             max_rows: default_row_cap(&device),
             kv_budget_bytes: kv_budget(&device),
             ..BatchLimits::default()
         };
-        Ok(Engine {
+        Engine {
             model,
-            kv_bytes_per_token: kv_elems * dtype.size_in_bytes(),
+            kv_bytes_per_token,
             simulated_oom_above: None,
             block_reads: false,
             logit_trace: None,
             encoder,
             eos,
-            label: format!(
-                "{label} on {} ({format} weights, {} activations)",
-                if device.is_cpu() { "cpu" } else { "cuda" },
-                dtype.as_str()
-            ),
+            label,
             refill: crate::candle::Refill::default(),
             device,
             dtype,
@@ -170,12 +197,12 @@ impl Engine {
             batch_stats: Default::default(),
             phase_times: Default::default(),
             activity: Default::default(),
-        })
+        }
     }
 }
 
 /// What the device can still take: available memory on the CPU, free memory on a GPU.
-fn available_bytes(device: &Device) -> Option<u64> {
+pub(crate) fn available_bytes(device: &Device) -> Option<u64> {
     if device.is_cpu() {
         crate::candle::runtime::host_memory::available()
     } else {
@@ -186,7 +213,7 @@ fn available_bytes(device: &Device) -> Option<u64> {
 /// Refuses token ids the model has no row for: the tokenizer's and the eos ids. Found
 /// mid-run they fail a sample with a message about an embedding table; found here they
 /// name the file.
-fn check_token_ids(
+pub(crate) fn check_token_ids(
     encoder: &PromptEncoder,
     eos: &[u32],
     vocab_size: usize,

@@ -30,6 +30,7 @@ fn a_quantized_row_has_the_same_bits_alone_as_among_other_rows() {
                     format,
                     stored: DType::F32,
                     checkpoint: None,
+                    gguf: None,
                 },
             )
             .unwrap();
@@ -75,6 +76,7 @@ fn quantized_products_are_close_to_the_f32_product() {
                 format,
                 stored: DType::F32,
                 checkpoint: None,
+                gguf: None,
             },
         )
         .unwrap()
@@ -104,6 +106,7 @@ fn a_layer_too_narrow_for_any_block_is_refused_with_the_way_out() {
             format: WeightFormat::Q8_0,
             stored: DType::F32,
             checkpoint: None,
+            gguf: None,
         },
     )
     .unwrap_err()

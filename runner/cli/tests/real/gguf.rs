@@ -1,0 +1,191 @@
+//! GGUF files of the real checkpoints (the files the safetensors folders were
+//! dequantized from, scripts/real_models_convert.py), run in their stored blocks:
+//! teacher-forced on transformers' greedy continuation of real CREG prompts (the
+//! reference of parity.rs, made from the same weights dequantized to f32), each greedy
+//! choice is compared with transformers'; a sample's tokens do not depend on the batch;
+//! and `runner generate` takes the file as `--model`.
+//!
+//! Until the tokenizer is built from the file's metadata, the GGUF is read from a
+//! scratch folder with the real model's tokenizer files beside it.
+
+use crate::{real, reference, runner_exe, scratch, GEMMA3, SMOLLM2};
+use runner_engine::candle::load::hub::ModelFiles;
+use runner_engine::candle::weights::WeightFormat;
+use runner_engine::candle::{BatchLimits, Engine};
+use runner_engine::{Backend, Request, RequestId, Sampling};
+use std::path::{Path, PathBuf};
+
+/// The GGUF file of each real model.
+fn gguf_file(model: &str) -> &'static str {
+    match model {
+        SMOLLM2 => "gguf/SmolLM2-135M-Instruct.Q4_1.gguf",
+        GEMMA3 => "gguf/gemma-3-270m-q4_k_m.gguf",
+        _ => unreachable!(),
+    }
+}
+
+/// A scratch folder holding `model`'s GGUF file (linked) and its tokenizer files.
+fn gguf_folder(model: &str) -> Option<PathBuf> {
+    let file = real(gguf_file(model))?;
+    let folder = real(model)?;
+    let dir = scratch(&format!("gguf-{model}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&file, dir.join(file.file_name().unwrap())).unwrap();
+    for f in [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "chat_template.jinja",
+    ] {
+        if folder.join(f).is_file() {
+            std::fs::copy(folder.join(f), dir.join(f)).unwrap();
+        }
+    }
+    Some(dir)
+}
+
+fn load(dir: &Path) -> Engine {
+    let engine = Engine::load(
+        &ModelFiles::from_dir(dir).unwrap(),
+        candle_core::Device::Cpu,
+        "gguf",
+    )
+    .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
+    assert_eq!(engine.weight_format(), WeightFormat::Gguf);
+    engine
+}
+
+fn prompts() -> usize {
+    std::env::var("CREG_REAL_AGREEMENT_PROMPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
+
+/// Teacher-forced positions whose greedy choice is transformers', and positions.
+fn agreement(model: &str) -> Option<(usize, usize)> {
+    let dir = gguf_folder(model)?;
+    let reference = reference(model);
+    let engine = load(&dir);
+    let (mut agree, mut total) = (0, 0);
+    for case in reference
+        .cases
+        .iter()
+        .filter(|c| c.task.is_some())
+        .take(prompts())
+    {
+        let ids = engine.encode(&case.prompt()).unwrap();
+        assert_eq!(ids, case.prompt_ids, "{}: the prompt's tokens", case.name);
+        let greedy_at = engine.teacher_forced(&ids, &case.greedy).unwrap();
+        agree += greedy_at
+            .iter()
+            .zip(&case.greedy)
+            .filter(|(a, b)| a == b)
+            .count();
+        total += case.greedy.len();
+    }
+    println!(
+        "{model} GGUF: {agree} of {total} teacher-forced positions agree with transformers' \
+         f32 greedy tokens ({:.2}%)",
+        100.0 * agree as f64 / total as f64
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    Some((agree, total))
+}
+
+#[track_caller]
+fn at_least(found: Option<(usize, usize)>, floor: f64) {
+    if let Some((agree, total)) = found {
+        let rate = agree as f64 / total as f64;
+        assert!(
+            rate >= floor,
+            "{agree} of {total} ({rate:.4}) is under {floor}"
+        );
+    }
+}
+
+#[test]
+fn smollm2_q4_1_gguf_picks_transformers_greedy_tokens() {
+    at_least(agreement(SMOLLM2), FLOOR);
+}
+
+#[test]
+fn gemma3_q4_k_m_gguf_picks_transformers_greedy_tokens() {
+    at_least(agreement(GEMMA3), FLOOR);
+}
+
+/// Below what 24 prompts x 128 tokens measured (docs/gguf.md), by a margin for the
+/// few hundred positions CI compares.
+const FLOOR: f64 = 0.97;
+
+#[test]
+fn a_gguf_samples_tokens_are_the_same_alone_and_in_a_batch_of_8() {
+    let Some(dir) = gguf_folder(SMOLLM2) else {
+        return;
+    };
+    let reference = reference(SMOLLM2);
+    let requests: Vec<Request> = reference
+        .cases
+        .iter()
+        .filter(|c| c.task.is_some())
+        .take(8)
+        .map(|c| Request {
+            id: RequestId::new(&c.name),
+            // The prompts' first lines: eight 2,000-token prefills, twice, would take
+            // minutes on two cores.
+            prompt: runner_engine::Prompt::Chat(vec![runner_engine::Message {
+                role: runner_engine::Role::User,
+                content: c.user.chars().take(400).collect(),
+            }]),
+            seeds: vec![42],
+            max_new_tokens: 24,
+            sampling: Sampling::Greedy,
+        })
+        .collect();
+    assert_eq!(requests.len(), 8);
+    let mut engine = load(&dir);
+    let limits = engine.limits();
+    engine = engine.with_limits(BatchLimits {
+        max_rows: 8,
+        ..limits
+    });
+    let together = engine.generate(&requests).unwrap();
+    for r in &requests {
+        let alone = engine.generate(std::slice::from_ref(r)).unwrap();
+        let batched = together.iter().find(|s| s.request_id == r.id).unwrap();
+        assert_eq!(alone[0].token_ids, batched.token_ids, "{}", r.id.as_str());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn runner_generate_takes_a_gguf_file_as_its_model() {
+    let Some(dir) = gguf_folder(GEMMA3) else {
+        return;
+    };
+    let file = dir.join("gemma-3-270m-q4_k_m.gguf");
+    let o = std::process::Command::new(runner_exe())
+        .args([
+            "generate",
+            "--greedy",
+            "--max-new-tokens",
+            "8",
+            "--prompt",
+            "The capital of France is",
+            "--model",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["model"], "gemma-3-270m-q4_k_m");
+    assert!(v["engine"].as_str().unwrap().contains("Q4_K"), "{v}");
+    assert_eq!(v["token_ids"].as_array().unwrap().len(), 8, "{v}");
+    let _ = std::fs::remove_dir_all(dir);
+}

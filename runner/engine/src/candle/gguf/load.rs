@@ -1,0 +1,141 @@
+//! `Engine::load` for a GGUF file: the config from its metadata, the weights in their
+//! stored blocks, the memory check from the blocks' bytes.
+
+use crate::candle::gguf::{backend::GgufBackend, config, GgufHeader};
+use crate::candle::load::encoder::PromptEncoder;
+use crate::candle::load::hub::ModelFiles;
+use crate::candle::load::memory::{MemoryNeed, MIN_CONTEXT};
+use crate::candle::load::{available_bytes, check_token_ids, read_json, ArchProbe};
+use crate::candle::models as registry;
+use crate::candle::weights::{DTypeChoice, LoadOptions, WeightFormat, Weights};
+use crate::candle::Engine;
+use crate::EngineError;
+use candle_core::{DType, Device};
+use std::path::Path;
+use std::sync::Arc;
+
+impl Engine {
+    pub(crate) fn load_gguf(
+        files: &ModelFiles,
+        path: &Path,
+        device: Device,
+        label: &str,
+        options: LoadOptions,
+    ) -> Result<Engine, EngineError> {
+        if options.quantization.is_some() {
+            return Err(EngineError::Model(format!(
+                "{}: a GGUF file's weights are already in blocks; --quantization applies to \
+                 safetensors checkpoints",
+                path.display()
+            )));
+        }
+        if options.dtype == DTypeChoice::Bf16 {
+            return Err(EngineError::Model(format!(
+                "{}: a GGUF model computes in f32 (--dtype auto or f32)",
+                path.display()
+            )));
+        }
+        // The blocks' products take and give f32, on the CPU and on a GPU.
+        let dtype = DType::F32;
+        let header = GgufHeader::read(path)?;
+        let arch_name = header.architecture()?;
+        let meta = config::Metadata::new(path, &header.content.metadata);
+        let bad = |message: String| EngineError::BadFile {
+            what: "GGUF model",
+            path: path.to_path_buf(),
+            message,
+        };
+        let embed = header
+            .content
+            .tensor_infos
+            .get("token_embd.weight")
+            .ok_or_else(|| bad("no tensor token_embd.weight (the embedding table)".into()))?;
+        let vocab = embed.shape.dims().first().copied().unwrap_or(0);
+        let tied = !header.content.tensor_infos.contains_key("output.weight");
+        let value = config::hf_config(&meta, &arch_name, vocab, tied)?;
+        let model_type = value["model_type"].as_str().unwrap_or_default();
+        let arch = registry::by_model_type(model_type)
+            .ok_or_else(|| bad(format!("no engine architecture for {model_type}")))?;
+        let config = (arch.parse)(&value.to_string())
+            .map_err(|m| bad(format!("metadata as a config: {m}")))?;
+        let shape = config.shape();
+        shape
+            .check()
+            .map_err(|m| bad(format!("metadata as a config: {m}")))?;
+        let eos = end_tokens(&meta, files)?;
+        let encoder = PromptEncoder::load(files)?;
+        check_token_ids(&encoder, &eos, shape.vocab, files)?;
+        let kv_elems = config.kv_values_per_token();
+        let on_cpu = device.is_cpu();
+        let blocks = header.tensor_bytes();
+        // On the CPU the projections' blocks are copied out of the file's tensors (and
+        // a tied head out of the table), which are held until the load ends.
+        let table = (embed.shape.elem_count() / embed.ggml_dtype.block_size()
+            * embed.ggml_dtype.type_size()) as u64;
+        let need = MemoryNeed {
+            weights: blocks + if tied && on_cpu { table } else { 0 },
+            load_peak: if on_cpu { blocks } else { 0 },
+            kv_row: (kv_elems * MIN_CONTEXT * dtype.size_in_bytes()) as u64,
+        };
+        if let Some(available) = available_bytes(&device) {
+            let place = if on_cpu { "memory" } else { "GPU memory" };
+            need.check(available, WeightFormat::Gguf, place)?;
+        }
+        let types = header.tensor_types();
+        let model = Arc::new(header.load(&device)?);
+        let weights = Weights {
+            format: WeightFormat::Gguf,
+            stored: dtype,
+            checkpoint: None,
+            gguf: Some(model.clone()),
+        };
+        let vb = candle_nn::VarBuilder::from_backend(
+            Box::new(GgufBackend(model)),
+            dtype,
+            device.clone(),
+        );
+        let model = config
+            .load(vb, &arch.tensors, &weights)
+            .map_err(|e| bad(e.to_string()))?;
+        let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        Ok(Engine::assemble(
+            model,
+            kv_elems * dtype.size_in_bytes(),
+            encoder,
+            eos,
+            format!(
+                "{label} on {} (gguf weights: {}; f32 activations)",
+                if on_cpu { "cpu" } else { "cuda" },
+                types.join(", ")
+            ),
+            (device, dtype, WeightFormat::Gguf),
+        ))
+    }
+}
+
+/// The tokens that end a sequence: the metadata's end-of-sequence and end-of-turn ids,
+/// and those of a generation_config.json beside the file.
+fn end_tokens(meta: &config::Metadata, files: &ModelFiles) -> Result<Vec<u32>, EngineError> {
+    let mut eos = Vec::new();
+    for key in [
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.eot_token_id",
+        "tokenizer.ggml.eom_token_id",
+    ] {
+        eos.extend(meta.token_ids(key)?);
+    }
+    if let Some(g) = &files.generation_config {
+        let gen: ArchProbe = read_json(g, "generation config")?;
+        eos.extend(gen.eos_token_id.map(|t| t.ids()).unwrap_or_default());
+    }
+    eos.sort_unstable();
+    eos.dedup();
+    if eos.is_empty() {
+        return Err(EngineError::BadFile {
+            what: "GGUF metadata",
+            path: files.config.clone(),
+            message: "key tokenizer.ggml.eos_token_id is missing: no token ends a sequence".into(),
+        });
+    }
+    Ok(eos)
+}

@@ -1,0 +1,343 @@
+//! GGUF files as models: the weights stay in the blocks the file stores them in
+//! (GGML's q4_0 … q6_K, or floats), the hyper-parameters come from the file's metadata
+//! and are handed to the architecture's registry row as the config.json it would have
+//! read, and the layers find each tensor under the Hugging Face name they load by.
+
+pub mod backend;
+pub mod config;
+mod load;
+pub mod names;
+
+use crate::EngineError;
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
+use candle_core::Device;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The tensor types this engine reads from a GGUF file.
+pub const SUPPORTED_TYPES: [GgmlDType; 13] = [
+    GgmlDType::F32,
+    GgmlDType::F16,
+    GgmlDType::BF16,
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q2K,
+    GgmlDType::Q3K,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+];
+
+/// A GGUF file's name for a tensor type (llama.cpp's).
+pub fn type_name(t: GgmlDType) -> &'static str {
+    match t {
+        GgmlDType::F32 => "F32",
+        GgmlDType::F16 => "F16",
+        GgmlDType::BF16 => "BF16",
+        GgmlDType::Q4_0 => "Q4_0",
+        GgmlDType::Q4_1 => "Q4_1",
+        GgmlDType::Q5_0 => "Q5_0",
+        GgmlDType::Q5_1 => "Q5_1",
+        GgmlDType::Q8_0 => "Q8_0",
+        GgmlDType::Q8_1 => "Q8_1",
+        GgmlDType::Q2K => "Q2_K",
+        GgmlDType::Q3K => "Q3_K",
+        GgmlDType::Q4K => "Q4_K",
+        GgmlDType::Q5K => "Q5_K",
+        GgmlDType::Q6K => "Q6_K",
+        GgmlDType::Q8K => "Q8_K",
+    }
+}
+
+/// Whether `path` names a GGUF file by its extension.
+pub fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+}
+
+/// An opened GGUF model: its metadata and every tensor, read onto the load device in
+/// the layout the layers expect (llama's q and k rows back in Hugging Face's order).
+pub struct GgufModel {
+    path: PathBuf,
+    metadata: HashMap<String, Value>,
+    architecture: String,
+    tensors: HashMap<String, Arc<QTensor>>,
+    /// Bytes of the tensors' blocks as the file stores them.
+    tensor_bytes: u64,
+}
+
+impl std::fmt::Debug for GgufModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufModel")
+            .field("path", &self.path)
+            .field("architecture", &self.architecture)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+/// The header of a GGUF file without its tensors: enough to check a run's context and
+/// the memory a load takes before reading the weights.
+pub struct GgufHeader {
+    pub path: PathBuf,
+    pub content: Content,
+    pub file_size: u64,
+}
+
+impl GgufHeader {
+    pub fn read(path: &Path) -> Result<Self, EngineError> {
+        let mut file = std::fs::File::open(path).map_err(|source| EngineError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let content = Content::read(&mut file).map_err(|e| bad(path, header_message(&e)))?;
+        let file_size = file
+            .seek(SeekFrom::End(0))
+            .map_err(|source| EngineError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let header = GgufHeader {
+            path: path.to_path_buf(),
+            content,
+            file_size,
+        };
+        header.check_tensors()?;
+        Ok(header)
+    }
+
+    /// Every tensor of a supported type, a whole number of blocks, inside the file.
+    fn check_tensors(&self) -> Result<(), EngineError> {
+        let mut names: Vec<&String> = self.content.tensor_infos.keys().collect();
+        names.sort();
+        for name in names {
+            let info = &self.content.tensor_infos[name];
+            if !SUPPORTED_TYPES.contains(&info.ggml_dtype) {
+                return Err(bad(
+                    &self.path,
+                    format!(
+                        "tensor {name} is of type {}, which this engine does not read ({})",
+                        type_name(info.ggml_dtype),
+                        supported_list()
+                    ),
+                ));
+            }
+            let bytes = tensor_size(name, info.ggml_dtype, info.shape.elem_count())
+                .map_err(|m| bad(&self.path, m))?;
+            let start = self.content.tensor_data_offset.saturating_add(info.offset);
+            let end = start.saturating_add(bytes);
+            if end > self.file_size {
+                return Err(bad(
+                    &self.path,
+                    format!(
+                        "tensor {name} ({} bytes at offset {start}) ends past the end of the \
+                         file ({} bytes): the file is truncated",
+                        bytes, self.file_size
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The metadata's `general.architecture`.
+    pub fn architecture(&self) -> Result<String, EngineError> {
+        config::Metadata::new(&self.path, &self.content.metadata).string("general.architecture")
+    }
+
+    /// Bytes of all tensors' blocks.
+    pub fn tensor_bytes(&self) -> u64 {
+        self.content
+            .tensor_infos
+            .iter()
+            .map(|(name, i)| tensor_size(name, i.ggml_dtype, i.shape.elem_count()).unwrap_or(0))
+            .sum()
+    }
+
+    /// How many tensors of each type the file holds, by the type's GGUF name.
+    pub fn tensor_types(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for i in self.content.tensor_infos.values() {
+            *out.entry(type_name(i.ggml_dtype).to_string()).or_default() += 1;
+        }
+        out
+    }
+
+    /// The context length the metadata declares (`<arch>.context_length`).
+    pub fn context_length(&self) -> Result<usize, EngineError> {
+        let arch = self.architecture()?;
+        config::Metadata::new(&self.path, &self.content.metadata)
+            .usize(&format!("{arch}.context_length"))
+    }
+
+    /// Reads every tensor onto `device`.
+    pub fn load(self, device: &Device) -> Result<GgufModel, EngineError> {
+        let architecture = self.architecture()?;
+        let tensor_bytes = self.tensor_bytes();
+        let mut file = std::fs::File::open(&self.path).map_err(|source| EngineError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let permute_heads = if architecture == "llama" {
+            let meta = config::Metadata::new(&self.path, &self.content.metadata);
+            let heads = meta.usize("llama.attention.head_count")?;
+            let kv_heads = meta
+                .opt_usize("llama.attention.head_count_kv")?
+                .unwrap_or(heads);
+            Some((heads, kv_heads))
+        } else {
+            None
+        };
+        let mut tensors = HashMap::new();
+        for (name, info) in &self.content.tensor_infos {
+            let bytes = tensor_size(name, info.ggml_dtype, info.shape.elem_count())
+                .map_err(|m| bad(&self.path, m))?;
+            let mut raw = vec![0u8; bytes as usize];
+            file.seek(SeekFrom::Start(
+                self.content.tensor_data_offset.saturating_add(info.offset),
+            ))
+            .and_then(|_| file.read_exact(&mut raw))
+            .map_err(|e| bad(&self.path, format!("tensor {name}: {e}")))?;
+            // llama.cpp's converter reorders each head's q and k rows for its rotary
+            // layout (pairs interleaved); the layers rotate halves, as Hugging Face does.
+            let heads = match (permute_heads, name.as_str()) {
+                (Some((h, _)), n) if n.ends_with("attn_q.weight") => Some(h),
+                (Some((_, kv)), n) if n.ends_with("attn_k.weight") => Some(kv),
+                _ => None,
+            };
+            if let Some(heads) = heads {
+                raw = unpermute_rows(&raw, info.shape.dims(), heads)
+                    .map_err(|m| bad(&self.path, format!("tensor {name}: {m}")))?;
+            }
+            let storage = QStorage::from_data(Cow::Owned(raw), device, info.ggml_dtype)
+                .and_then(|s| QTensor::new(s, info.shape.clone()))
+                .map_err(|e| bad(&self.path, format!("tensor {name}: {e}")))?;
+            tensors.insert(name.clone(), Arc::new(storage));
+        }
+        Ok(GgufModel {
+            path: self.path,
+            metadata: self.content.metadata,
+            architecture,
+            tensors,
+            tensor_bytes,
+        })
+    }
+}
+
+impl GgufModel {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn architecture(&self) -> &str {
+        &self.architecture
+    }
+
+    pub fn metadata(&self) -> config::Metadata<'_> {
+        config::Metadata::new(&self.path, &self.metadata)
+    }
+
+    pub fn tensor_bytes(&self) -> u64 {
+        self.tensor_bytes
+    }
+
+    /// The tensor the file stores under `gguf_name`.
+    pub fn get(&self, gguf_name: &str) -> Option<&Arc<QTensor>> {
+        self.tensors.get(gguf_name)
+    }
+
+    /// The tensor a layer loads as `hf_name` (`model.layers.3.self_attn.q_proj.weight`),
+    /// with the GGUF name it has in the file.
+    pub fn by_hf_name(&self, hf_name: &str) -> Option<(String, &Arc<QTensor>)> {
+        let gguf = names::gguf_name(hf_name, &self.architecture)?;
+        let t = self.tensors.get(&gguf)?;
+        Some((gguf, t))
+    }
+
+    /// The error for something wrong with this file.
+    pub fn bad(&self, message: String) -> EngineError {
+        bad(&self.path, message)
+    }
+}
+
+fn bad(path: &Path, message: String) -> EngineError {
+    EngineError::BadFile {
+        what: "GGUF model",
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+fn supported_list() -> String {
+    SUPPORTED_TYPES
+        .iter()
+        .map(|t| type_name(*t))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// candle's message for a header it cannot read, with what a reader can do about it.
+fn header_message(e: &candle_core::Error) -> String {
+    let m = e.to_string();
+    if m.contains("unknown dtype for tensor") {
+        format!(
+            "{m}: a tensor type this engine does not read (it reads {})",
+            supported_list()
+        )
+    } else if m.contains("failed to fill whole buffer") || m.contains("remaining") {
+        format!("{m}: the file's header is cut short (a truncated or partly downloaded file?)")
+    } else {
+        m
+    }
+}
+
+/// Bytes of a tensor of `elements` values of type `t`.
+fn tensor_size(name: &str, t: GgmlDType, elements: usize) -> Result<u64, String> {
+    let block = t.block_size();
+    if !elements.is_multiple_of(block) {
+        return Err(format!(
+            "tensor {name} has {elements} values, not a whole number of {}'s blocks of {block}",
+            type_name(t)
+        ));
+    }
+    Ok((elements / block * t.type_size()) as u64)
+}
+
+/// Undoes llama.cpp's reordering of a q or k weight (outputs, inputs) of `heads` heads:
+/// its row `h*d + 2i + j` is Hugging Face's row `h*d + j*d/2 + i`. Rows are whole blocks,
+/// so the stored bytes move as they are.
+fn unpermute_rows(raw: &[u8], dims: &[usize], heads: usize) -> Result<Vec<u8>, String> {
+    let [rows, _] = dims else {
+        return Err(format!("expected a matrix, found shape {dims:?}"));
+    };
+    let rows = *rows;
+    if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) {
+        return Err(format!(
+            "{rows} rows do not split into {heads} heads of an even size"
+        ));
+    }
+    let row_bytes = raw.len() / rows;
+    let d = rows / heads;
+    let mut out = vec![0u8; raw.len()];
+    for h in 0..heads {
+        for i in 0..d / 2 {
+            for j in 0..2 {
+                let from = h * d + 2 * i + j;
+                let to = h * d + j * d / 2 + i;
+                out[to * row_bytes..(to + 1) * row_bytes]
+                    .copy_from_slice(&raw[from * row_bytes..(from + 1) * row_bytes]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
