@@ -59,7 +59,7 @@ fn prompts() -> usize {
     std::env::var("CREG_REAL_AGREEMENT_PROMPTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+        .unwrap_or(2)
 }
 
 /// Teacher-forced positions whose greedy choice is transformers', and positions.

@@ -39,8 +39,18 @@ fn parity(model: &str) {
         reference.prompt_format == "plain",
         "{model}: prompt format"
     );
+    // CI decodes every other CREG prompt and both long ones (the CPU time of 24 2,000-
+    // token prompts on two models is most of its budget); all with CREG_REAL_PARITY_ALL=1.
+    let every = std::env::var_os("CREG_REAL_PARITY_ALL").is_some();
+    let cases: Vec<_> = reference
+        .cases
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| every || c.task.is_none() || i % 2 == 0)
+        .map(|(_, c)| c)
+        .collect();
     let mut requests = Vec::new();
-    for case in &reference.cases {
+    for case in &cases {
         let ids = engine.encode(&case.prompt()).unwrap();
         assert_eq!(
             first_divergence(&ids, &case.prompt_ids),
@@ -62,7 +72,7 @@ fn parity(model: &str) {
     let mut failures = Vec::new();
     println!("| {model} prompt | prompt tokens | new tokens | first divergence | transformers' gap there | first gap < 1e-3 |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
-    for (case, sample) in reference.cases.iter().zip(&samples) {
+    for (case, sample) in cases.iter().zip(&samples) {
         assert_eq!(sample.request_id.as_str(), case.name);
         let tie = case.gaps.iter().position(|&g| g < NEAR_TIE);
         let diverged = first_divergence(&sample.token_ids, &case.greedy);

@@ -62,8 +62,8 @@ impl Engine {
         shape
             .check()
             .map_err(|m| bad(format!("metadata as a config: {m}")))?;
-        let eos = end_tokens(&meta, files)?;
         let encoder = PromptEncoder::load(files)?;
+        let eos = end_tokens(&meta, files, encoder.end_tokens())?;
         check_token_ids(&encoder, &eos, shape.vocab, files)?;
         let kv_elems = config.kv_values_per_token();
         let on_cpu = device.is_cpu();
@@ -82,6 +82,7 @@ impl Engine {
             need.check(available, WeightFormat::Gguf, place)?;
         }
         let types = header.tensor_types();
+        let slow = header.types_without_cpu_kernel();
         let model = Arc::new(header.load(&device)?);
         let weights = Weights {
             format: WeightFormat::Gguf,
@@ -97,7 +98,15 @@ impl Engine {
         let model = config
             .load(vb, &arch.tensors, &weights)
             .map_err(|e| bad(e.to_string()))?;
-        let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        // Projections of a type candle multiplies with scalar code are held as q8_0
+        // panels on the CPU (gguf::has_cpu_kernel): the label says so.
+        let types: Vec<String> = types
+            .iter()
+            .map(|(t, n)| match on_cpu && slow.contains(t) {
+                true => format!("{n} {t} (as q8_0 panels)"),
+                false => format!("{n} {t}"),
+            })
+            .collect();
         Ok(Engine::assemble(
             model,
             kv_elems * dtype.size_in_bytes(),
@@ -114,9 +123,14 @@ impl Engine {
 }
 
 /// The tokens that end a sequence: the metadata's end-of-sequence and end-of-turn ids,
-/// and those of a generation_config.json beside the file.
-fn end_tokens(meta: &config::Metadata, files: &ModelFiles) -> Result<Vec<u32>, EngineError> {
-    let mut eos = Vec::new();
+/// the control tokens that close a chat turn (`turn`, from the tokenizer's metadata), and
+/// those of a generation_config.json beside the file.
+fn end_tokens(
+    meta: &config::Metadata,
+    files: &ModelFiles,
+    turn: &[u32],
+) -> Result<Vec<u32>, EngineError> {
+    let mut eos = turn.to_vec();
     for key in [
         "tokenizer.ggml.eos_token_id",
         "tokenizer.ggml.eot_token_id",

@@ -170,6 +170,17 @@ impl GgufHeader {
         out
     }
 
+    /// The names of the file's tensor types that candle's CPU products run without
+    /// vectorised code ([`has_cpu_kernel`]).
+    pub fn types_without_cpu_kernel(&self) -> Vec<String> {
+        self.content
+            .tensor_infos
+            .values()
+            .filter(|i| !has_cpu_kernel(i.ggml_dtype))
+            .map(|i| type_name(i.ggml_dtype).to_string())
+            .collect()
+    }
+
     /// The context length the metadata declares (`<arch>.context_length`).
     pub fn context_length(&self) -> Result<usize, EngineError> {
         let arch = self.architecture()?;
@@ -337,6 +348,15 @@ fn unpermute_rows(raw: &[u8], dims: &[usize], heads: usize) -> Result<Vec<u8>, S
         }
     }
     Ok(out)
+}
+
+/// Whether candle's CPU product for a GGUF block type is vectorised on x86 (AVX): the
+/// k-quants, q4_0 and q8_0 are; q4_1, q5_0, q5_1 and q8_1 run scalar code.
+pub fn has_cpu_kernel(t: GgmlDType) -> bool {
+    !matches!(
+        t,
+        GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q8_1
+    )
 }
 
 #[cfg(test)]

@@ -109,6 +109,7 @@ fn fixture_pair(arch: Arch, name: &str, matrices: GgmlDType) -> (PathBuf, PathBu
             }),
         ),
     ];
+    meta.extend(tokenizer_metadata(&folder, arch_name == "gemma3"));
     if arch_name == "gemma3" {
         meta.push((
             k("attention.sliding_window"),
@@ -130,6 +131,74 @@ fn fixture_pair(arch: Arch, name: &str, matrices: GgmlDType) -> (PathBuf, PathBu
     }
     write_gguf(&dir.join("model.gguf"), &meta, &out);
     (folder, dir)
+}
+
+/// The fixture's tokenizer.json as a GGUF file states a tokenizer: its tokens in id
+/// order, the added special tokens as control tokens; a gpt2 byte-level BPE with its
+/// merges, or (`sentencepiece`, Gemma's) a llama SentencePiece vocabulary with scores.
+fn tokenizer_metadata(folder: &Path, sentencepiece: bool) -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(folder.join("tokenizer.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut tokens: Vec<(u64, String, i32)> = json["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(t, id)| (id.as_u64().unwrap(), t.clone(), 1))
+        .collect();
+    for added in json["added_tokens"].as_array().unwrap() {
+        let special = added["special"].as_bool().unwrap_or(false);
+        let id = added["id"].as_u64().unwrap();
+        tokens.retain(|(i, _, _)| *i != id);
+        let kind = if special { 3 } else { 4 };
+        tokens.push((id, added["content"].as_str().unwrap().into(), kind));
+    }
+    tokens.sort();
+    assert!(
+        tokens.iter().enumerate().all(|(i, t)| t.0 == i as u64),
+        "the fixture's ids run without a gap"
+    );
+    let merges: Vec<Value> = json["model"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m {
+            serde_json::Value::Array(pair) => Value::String(format!(
+                "{} {}",
+                pair[0].as_str().unwrap(),
+                pair[1].as_str().unwrap()
+            )),
+            other => Value::String(other.as_str().unwrap().into()),
+        })
+        .collect();
+    if sentencepiece {
+        return vec![
+            ("tokenizer.ggml.model".into(), Value::String("llama".into())),
+            (
+                "tokenizer.ggml.tokens".into(),
+                Value::Array(tokens.iter().map(|t| Value::String(t.1.clone())).collect()),
+            ),
+            (
+                "tokenizer.ggml.scores".into(),
+                Value::Array(tokens.iter().map(|t| Value::F32(-(t.0 as f32))).collect()),
+            ),
+            (
+                "tokenizer.ggml.token_type".into(),
+                Value::Array(tokens.iter().map(|t| Value::I32(t.2)).collect()),
+            ),
+        ];
+    }
+    vec![
+        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
+        (
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(tokens.iter().map(|t| Value::String(t.1.clone())).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(tokens.iter().map(|t| Value::I32(t.2)).collect()),
+        ),
+        ("tokenizer.ggml.merges".into(), Value::Array(merges)),
+    ]
 }
 
 fn write_gguf(path: &Path, meta: &[(String, Value)], tensors: &[(String, QTensor)]) {

@@ -78,24 +78,14 @@ impl ModelFiles {
     /// generation_config.json when there is one).
     pub fn from_gguf(path: &Path) -> Result<ModelFiles, EngineError> {
         let dir = path.parent().unwrap_or(Path::new("."));
-        let beside = |name: &str| -> Result<PathBuf, EngineError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(EngineError::NotAvailable(format!(
-                    "{} needs a {name} beside it (the tokenizer is not yet read from the \
-                     GGUF file)",
-                    path.display()
-                )))
-            }
-        };
         let generation = dir.join("generation_config.json");
+        // The tokenizer, its chat template and end tokens are the file's own metadata
+        // (`load::gguf_tokenizer`): config and tokenizer are the file itself.
         Ok(ModelFiles {
             config: path.to_path_buf(),
             generation_config: generation.is_file().then_some(generation),
-            tokenizer: beside("tokenizer.json")?,
-            tokenizer_config: beside("tokenizer_config.json")?,
+            tokenizer: path.to_path_buf(),
+            tokenizer_config: path.to_path_buf(),
             weights: vec![path.to_path_buf()],
             revision: None,
             chat_template: None,
