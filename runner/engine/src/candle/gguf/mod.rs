@@ -5,7 +5,6 @@
 
 pub mod backend;
 pub mod config;
-mod load;
 pub mod names;
 
 use crate::EngineError;
@@ -324,7 +323,7 @@ fn tensor_size(name: &str, t: GgmlDType, elements: usize) -> Result<u64, String>
 /// Undoes llama.cpp's reordering of a q or k weight (outputs, inputs) of `heads` heads:
 /// its row `h*d + 2i + j` is Hugging Face's row `h*d + j*d/2 + i`. Rows are whole blocks,
 /// so the stored bytes move as they are.
-fn unpermute_rows(raw: &[u8], dims: &[usize], heads: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn unpermute_rows(raw: &[u8], dims: &[usize], heads: usize) -> Result<Vec<u8>, String> {
     let [rows, _] = dims else {
         return Err(format!("expected a matrix, found shape {dims:?}"));
     };
@@ -358,6 +357,3 @@ pub fn has_cpu_kernel(t: GgmlDType) -> bool {
         GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q8_1
     )
 }
-
-#[cfg(test)]
-mod tests;

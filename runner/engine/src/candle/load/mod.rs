@@ -6,6 +6,7 @@ pub mod cache;
 pub mod commit;
 pub mod download;
 pub mod encoder;
+pub mod gguf_model;
 pub mod gguf_tokenizer;
 pub mod hub;
 pub mod memory;

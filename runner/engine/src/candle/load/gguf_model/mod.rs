@@ -153,3 +153,6 @@ fn end_tokens(
     }
     Ok(eos)
 }
+
+#[cfg(test)]
+mod tests;

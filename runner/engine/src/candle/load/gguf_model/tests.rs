@@ -2,13 +2,17 @@
 //! Gemma's norms offset as llama.cpp's converter does) load into the model the folder
 //! loads; damaged files are refused by name.
 
-use super::*;
 use crate::candle::fixture::{write_fixture, Size};
+use crate::candle::gguf::names;
+use crate::candle::gguf::unpermute_rows;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::models::Arch;
 use crate::candle::Engine;
+use crate::EngineError;
 use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
+use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gguf-{name}-{}", std::process::id()));
