@@ -121,6 +121,15 @@ impl ServedBackend {
         let mut not_found = true;
         let mut dialect = None;
         for d in Dialect::ALL {
+            // top-k off as 0 only for a server that said top_k may not be negative
+            // (others, such as transformers' serve, refuse the extra fields themselves).
+            if d == Dialect::ExtraFieldsTopKZero
+                && !refusals
+                    .last()
+                    .is_some_and(|r: &String| refuses_negative_top_k(r))
+            {
+                continue;
+            }
             let spec = BodySpec {
                 sampling: crate::Sampling::PROTOCOL,
                 max_tokens: 1,
@@ -479,4 +488,14 @@ impl Backend for ServedBackend {
             first_error.map_or(Ok(()), Err)
         })
     }
+}
+
+/// Whether a server's refusal says `top_k` must not be negative (pydantic's "greater than
+/// or equal to 0", as llama-cpp-python's server words it).
+fn refuses_negative_top_k(refusal: &str) -> bool {
+    let r = refusal.to_ascii_lowercase();
+    r.contains("top_k")
+        && (r.contains("greater than or equal to 0")
+            || r.contains(">= 0")
+            || r.contains("non-negative"))
 }
