@@ -28,35 +28,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_llamacpp as bl  # noqa: E402
 from bench_llamacpp import lc  # noqa: E402
+from llamacpp_agreement import greedy  # noqa: E402
 
 TASKS = ["belief", "contradiction", "action", "explanation"]
 CONDITIONS = ["full_graph", "graph_without_relations", "canonical_json", "structured_list"]
-
-
-def greedy(peer, ctx, batch, prompt, new_tokens):
-    """llama.cpp's greedy continuation of `prompt`, prefilled in llama_decode calls of at
-    most n_batch tokens (CREG prompts run past llama.cpp's default 2,048)."""
-    lc.llama_memory_clear(lc.llama_get_memory(ctx), True)
-    cap = lc.llama_n_batch(ctx)
-    n = len(prompt)
-    for start in range(0, n, cap):
-        end = min(start + cap, n)
-        batch.fill(np.asarray(prompt[start:end], np.int32), np.arange(start, end, dtype=np.int32),
-                   np.zeros(end - start, np.int32),
-                   (np.arange(start, end) == n - 1).astype(np.int8))
-        if lc.llama_decode(ctx, batch.c) != 0:
-            raise SystemExit("llama_decode failed")
-    got = []
-    for step in range(new_tokens):
-        row = np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, -1), shape=(peer.n_vocab,))
-        got.append(int(row.argmax()))
-        if step + 1 == new_tokens:
-            break
-        batch.fill(np.asarray([got[-1]], np.int32), np.asarray([n + step], np.int32),
-                   np.zeros(1, np.int32), np.ones(1, np.int8))
-        if lc.llama_decode(ctx, batch.c) != 0:
-            raise SystemExit("llama_decode failed")
-    return got
 
 
 def prompts(runner, work, count):

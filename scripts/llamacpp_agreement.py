@@ -57,12 +57,18 @@ def logits_at(peer, ctx, batch, tokens, first):
 
 
 def greedy(peer, ctx, batch, prompt, new_tokens):
+    """llama.cpp's greedy continuation of `prompt`, prefilled in llama_decode calls of at
+    most n_batch tokens (CREG prompts run past llama.cpp's default 2,048)."""
     lc.llama_memory_clear(lc.llama_get_memory(ctx), True)
+    cap = lc.llama_n_batch(ctx)
     n = len(prompt)
-    batch.fill(np.asarray(prompt, np.int32), np.arange(n, dtype=np.int32),
-               np.zeros(n, np.int32), (np.arange(n) == n - 1).astype(np.int8))
-    if lc.llama_decode(ctx, batch.c) != 0:
-        raise SystemExit("llama_decode failed")
+    for start in range(0, n, cap):
+        end = min(start + cap, n)
+        batch.fill(np.asarray(prompt[start:end], np.int32), np.arange(start, end, dtype=np.int32),
+                   np.zeros(end - start, np.int32),
+                   (np.arange(start, end) == n - 1).astype(np.int8))
+        if lc.llama_decode(ctx, batch.c) != 0:
+            raise SystemExit("llama_decode failed")
     got = []
     for step in range(new_tokens):
         row = np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, -1), shape=(peer.n_vocab,))
