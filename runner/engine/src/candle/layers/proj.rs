@@ -62,15 +62,7 @@ impl Proj {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        let bias = if bias {
-            let b = parts
-                .iter()
-                .map(|(name, out)| vb.pp(name).get(*out, "bias"))
-                .collect::<Result<Vec<_>>>()?;
-            Some(Tensor::cat(&b, 0)?)
-        } else {
-            None
-        };
+        let bias = stacked_bias(vb, parts, bias)?;
         let refs: Vec<&Tensor> = weights.iter().collect();
         Self::from_parts(&refs, bias, format, on_cpu)
     }
@@ -101,15 +93,7 @@ impl Proj {
                 Ok((*out, t.clone()))
             })
             .collect::<Result<Vec<_>>>()?;
-        let bias = if bias {
-            let b = parts
-                .iter()
-                .map(|(name, out)| vb.pp(name).get(*out, "bias"))
-                .collect::<Result<Vec<_>>>()?;
-            Some(Tensor::cat(&b, 0)?)
-        } else {
-            None
-        };
+        let bias = stacked_bias(vb, parts, bias)?;
         let on_cpu = vb.device().is_cpu();
         let is_float =
             |t: GgmlDType| matches!(t, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
@@ -251,6 +235,18 @@ impl Proj {
             _ => None,
         }
     }
+}
+
+/// The parts' biases stacked in the order of their outputs, when the layer has them.
+fn stacked_bias(vb: &VarBuilder, parts: &[(&str, usize)], bias: bool) -> Result<Option<Tensor>> {
+    if !bias {
+        return Ok(None);
+    }
+    let b = parts
+        .iter()
+        .map(|(name, out)| vb.pp(name).get(*out, "bias"))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Tensor::cat(&b, 0)?))
 }
 
 #[cfg(test)]
