@@ -6,7 +6,9 @@
 
 pub use crate::candle::load::cache::{cached_snapshot, hub_cache_dir, offline, repo_folder};
 use crate::candle::load::commit::Commit;
-pub use crate::candle::load::panel::{GoldenChat, Panel, PanelEntry, PinnedFile, BUILTIN_PANEL};
+pub use crate::candle::load::panel::{
+    GgufEntry, GoldenChat, Panel, PanelEntry, PinnedFile, BUILTIN_PANEL,
+};
 use crate::candle::load::pins::{self, sha256_file, DigestMemory};
 use crate::EngineError;
 use serde::Deserialize;
@@ -200,6 +202,13 @@ pub fn resolve<'p>(model: &str, panel: &'p Panel) -> Result<Option<Resolved<'p>>
             entry: Some(entry),
         }));
     }
+    if let Some(entry) = panel.gguf.get(model) {
+        return Ok(Some(Resolved {
+            files: resolve_pinned_gguf(model, entry, &hub_cache_dir(), offline())?,
+            label: model.to_string(),
+            entry: None,
+        }));
+    }
     let dir = Path::new(model);
     if dir.is_file() && crate::candle::gguf::is_gguf(dir) {
         let label = dir
@@ -254,6 +263,69 @@ pub fn resolve_pinned(name: &str, entry: &PanelEntry) -> Result<ModelFiles, Engi
         revision: Some(entry.revision.clone()),
         verified: Some(verified),
         ..files
+    })
+}
+
+/// The file of a pinned GGUF entry, from the cache `cache` when there, otherwise
+/// downloaded (never when `offline`); checked against its pin before any use.
+pub fn resolve_pinned_gguf(
+    name: &str,
+    entry: &GgufEntry,
+    cache: &Path,
+    offline: bool,
+) -> Result<ModelFiles, EngineError> {
+    let cached = cached_snapshot(cache, &entry.repo, &entry.revision)
+        .map(|dir| dir.join(&entry.file.name))
+        .filter(|f| f.is_file());
+    let path = match cached {
+        Some(path) => path,
+        None if offline => {
+            return Err(EngineError::NotAvailable(format!(
+                "{name} ({} of {} at {}) is not in the cache {} and HF_HUB_OFFLINE is set; \
+                 download it on a connected machine with `runner generate --model {name} --prompt hi`, \
+                 or unset HF_HUB_OFFLINE",
+                entry.file.name,
+                entry.repo,
+                entry.revision,
+                cache.display()
+            )))
+        }
+        None => {
+            use crate::candle::load::download::{fetch, Source};
+            fetch(
+                &Source::from_env(),
+                cache,
+                &entry.repo,
+                &entry.revision,
+                &entry.file.name,
+                entry.file.bytes,
+            )
+            .map_err(|e| {
+                let gated = if entry.gated {
+                    " (gated: accept its licence on the model page and set HF_TOKEN)"
+                } else {
+                    ""
+                };
+                EngineError::NotAvailable(format!(
+                    "{name}: downloading {} of {} failed{gated}: {e}",
+                    entry.file.name, entry.repo
+                ))
+            })?
+        }
+    };
+    let mut memory = DigestMemory::open(&repo_folder(cache, &entry.repo).join(pins::DIGEST_FILE));
+    let origin = format!("{} at {}", entry.repo, entry.revision);
+    let verified = pins::verify_files(
+        name,
+        &origin,
+        std::slice::from_ref(&entry.file),
+        std::slice::from_ref(&path),
+        &mut memory,
+    )?;
+    Ok(ModelFiles {
+        revision: Some(entry.revision.clone()),
+        verified: Some(verified),
+        ..ModelFiles::from_gguf(&path)?
     })
 }
 
@@ -373,6 +445,98 @@ mod tests {
                 "{field} = {bad:?}: {err}"
             );
         }
+    }
+
+    /// A panel with one `[gguf]` entry pinning `bytes` and `sha256`.
+    fn gguf_panel(bytes: u64, sha256: &str) -> Panel {
+        let text = format!(
+            "[models]\n\n[gguf.\"tiny-q4\"]\nrepo = \"org/tiny-GGUF\"\n\
+             revision = \"abc1230000000000000000000000000000000000\"\n\
+             file = {{ name = \"tiny.Q4_1.gguf\", bytes = {bytes}, sha256 = \"{sha256}\" }}\n\
+             gated = false\nlicense = \"apache-2.0\"\n"
+        );
+        Panel::parse(&text, Path::new("panel.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_pinned_gguf_resolves_from_the_cache_only_with_its_size_and_digest() {
+        let tmp = std::env::temp_dir().join(format!("engine-gguf-pin-{}", std::process::id()));
+        let snapshot = tmp
+            .join("models--org--tiny-GGUF/snapshots")
+            .join("abc1230000000000000000000000000000000000");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        let file = snapshot.join("tiny.Q4_1.gguf");
+        std::fs::write(&file, b"GGUF stand-in bytes").unwrap();
+        let digest = sha256_file(&file).unwrap();
+
+        let panel = gguf_panel(19, &digest);
+        assert!(panel.names().contains(&"tiny-q4"));
+        let entry = &panel.gguf["tiny-q4"];
+        let files = resolve_pinned_gguf("tiny-q4", entry, &tmp, true).unwrap();
+        assert_eq!(files.gguf(), Some(file.as_path()), "read as a GGUF by its magic");
+        assert_eq!(files.revision, Some(entry.revision.clone()));
+        assert_eq!(
+            files.verified.as_ref().unwrap()["tiny.Q4_1.gguf"],
+            digest,
+            "the digest checked is the one recorded"
+        );
+
+        // Another digest, another size: refused, naming the file and the pin.
+        let wrong = "0".repeat(64);
+        let err = resolve_pinned_gguf(
+            "tiny-q4",
+            &gguf_panel(19, &wrong).gguf["tiny-q4"],
+            &tmp,
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("tiny.Q4_1.gguf") && err.contains(&wrong),
+            "{err}"
+        );
+        let err = resolve_pinned_gguf(
+            "tiny-q4",
+            &gguf_panel(20, &digest).gguf["tiny-q4"],
+            &tmp,
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("19 bytes") && err.contains("20 bytes"),
+            "{err}"
+        );
+
+        // Not cached and offline: says so, naming the file and the repository.
+        std::fs::remove_file(&file).unwrap();
+        let err = resolve_pinned_gguf("tiny-q4", entry, &tmp, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tiny.Q4_1.gguf")
+                && err.contains("org/tiny-GGUF")
+                && err.contains("HF_HUB_OFFLINE"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_name_in_both_tables_is_refused() {
+        let text = format!(
+            "{BUILTIN_PANEL}\n[gguf.\"qwen2.5-7b\"]\nrepo = \"org/x\"\n\
+             revision = \"abc1230000000000000000000000000000000000\"\n\
+             file = {{ name = \"x.gguf\", bytes = 1, sha256 = \"00\" }}\n\
+             gated = false\nlicense = \"x\"\n"
+        );
+        let err = Panel::parse(&text, Path::new("panel.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("qwen2.5-7b") && err.contains("unique"),
+            "{err}"
+        );
     }
 
     #[test]

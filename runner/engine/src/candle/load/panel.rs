@@ -46,26 +46,61 @@ pub struct GoldenChat {
     pub rendered_user_only: Option<String>,
 }
 
+/// One pinned GGUF file of `models.toml` (`[gguf.NAME]`): a single file of a repository
+/// at a commit, checked against its size and SHA-256 before use. Its architecture,
+/// tokenizer, chat template and end tokens are the file's own metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GgufEntry {
+    pub repo: String,
+    pub revision: Commit,
+    pub file: PinnedFile,
+    pub gated: bool,
+    pub license: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Panel {
     pub models: BTreeMap<String, PanelEntry>,
+    /// GGUF files by name, beside the safetensors models.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gguf: BTreeMap<String, GgufEntry>,
 }
 
 /// The project's `models.toml`, built into the binary.
 pub const BUILTIN_PANEL: &str = include_str!("../../../../../models.toml");
 
 impl Panel {
+    /// Every name `--model` accepts from the panel: the models, then the GGUF files.
+    pub fn names(&self) -> Vec<&str> {
+        self.models
+            .keys()
+            .chain(self.gguf.keys())
+            .map(String::as_str)
+            .collect()
+    }
+
     /// The panel built into the binary.
     pub fn builtin() -> Result<Panel, EngineError> {
         Panel::parse(BUILTIN_PANEL, Path::new("models.toml"))
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Panel, EngineError> {
-        toml::from_str(text).map_err(|e| EngineError::BadFile {
+        let panel: Panel = toml::from_str(text).map_err(|e| EngineError::BadFile {
             what: "model panel",
             path: path.to_path_buf(),
             message: e.to_string(),
-        })
+        })?;
+        if let Some(name) = panel.gguf.keys().find(|n| panel.models.contains_key(*n)) {
+            return Err(EngineError::BadFile {
+                what: "model panel",
+                path: path.to_path_buf(),
+                message: format!(
+                    "{name:?} is both a [models] and a [gguf] entry; names are unique"
+                ),
+            });
+        }
+        Ok(panel)
     }
 
     pub fn load(path: &Path) -> Result<Panel, EngineError> {

@@ -176,8 +176,19 @@ pub fn verify(
     weights: &[PathBuf],
     memory: &mut DigestMemory,
 ) -> Result<BTreeMap<String, String>, EngineError> {
-    let pins: BTreeMap<&str, &PinnedFile> =
-        entry.files.iter().map(|f| (f.name.as_str(), f)).collect();
+    let origin = format!("{} at {}", entry.repo, entry.revision);
+    verify_files(name, &origin, &entry.files, weights, memory)
+}
+
+/// [`verify`] for any pinned files: `origin` says where they come from in messages.
+pub fn verify_files(
+    name: &str,
+    origin: &str,
+    files: &[PinnedFile],
+    weights: &[PathBuf],
+    memory: &mut DigestMemory,
+) -> Result<BTreeMap<String, String>, EngineError> {
+    let pins: BTreeMap<&str, &PinnedFile> = files.iter().map(|f| (f.name.as_str(), f)).collect();
     if !pins.is_empty() {
         let found: Vec<String> = weights.iter().map(|w| file_name(w)).collect();
         let mut sorted = found.clone();
@@ -185,11 +196,9 @@ pub fn verify(
         let pinned: Vec<&str> = pins.keys().copied().collect();
         if sorted != pinned {
             return Err(EngineError::Model(format!(
-                "{name} ({} at {}): the weight files found ({}) are not the pinned ones ({}); \
+                "{name} ({origin}): the weight files found ({}) are not the pinned ones ({}); \
                  delete the model's snapshot folder and fetch it again with \
                  `runner generate --model {name} --prompt hi`",
-                entry.repo,
-                entry.revision,
                 found.join(", "),
                 pinned.join(", ")
             )));
