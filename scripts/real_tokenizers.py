@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """transformers' token ids for every principal-condition CREG prompt through each panel
 model's real tokenizer and chat template: the reference runner/cli/tests/real/tokenizers.rs
-holds the runner's tokenization to, and the prompt lengths docs/engine.md tabulates.
+holds the runner's tokenization to, and the prompt lengths docs/real-models.md tabulates.
 
     bash scripts/real-models
     cargo build -p runner

@@ -1,5 +1,7 @@
 //! The suites this runner knows, listed once: a journaled run finds its suite here
-//! (`runner score`, `runner merge`), and a new suite is one crate and one row below.
+//! (`runner score`, `runner merge`). A new suite adds its row below; the rest it needs
+//! (its crate, a `--suite` value in `run.rs`, the architecture test's row) is listed in
+//! docs/architecture.md.
 
 use runner_core::suite::{Registry, Suite};
 

@@ -1,4 +1,6 @@
-//! Every integration test in one binary: one link of the whole crate instead of one per file.
+//! The integration tests of `tests/it` in one binary: one link of the whole crate instead
+//! of one per file. The served tests (`tests/served`) and the tests on real checkpoints
+//! (`tests/real`) are targets of their own, which `cargo test` leaves out.
 
 mod architecture;
 mod baselines;

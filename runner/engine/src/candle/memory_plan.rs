@@ -133,7 +133,8 @@ pub fn bench_row_limit(
 /// The longest prompt of the four principal conditions in Qwen2.5's real tokens, its
 /// chat template included (2,114 on average, 2,464 at the 95th percentile): the panel
 /// model the plan is made for. `tests/real/tokenizers.rs` measures it on the real
-/// tokenizer and holds this figure to it; docs/engine.md tabulates every panel model's.
+/// tokenizer and holds this figure to it; docs/real-models.md tabulates every panel
+/// model's.
 pub const QWEN2_5_LONGEST_PRINCIPAL_PROMPT: usize = 2541;
 
 /// The GPU check's workload, as `scripts/gpu-check` runs it on a GPU.

@@ -3,7 +3,7 @@
 //! a few thousand of a table's rows, and a 7B model's table is 1.1 GB in bf16. A
 //! quantized model's lookups are then exact too, which matters more than the table's
 //! size suggests: every position's input is a looked-up row, and q8_0 rows were what
-//! most often turned a greedy choice (docs/engine.md, weight formats).
+//! most often turned a greedy choice (docs/notes/2026-12-engine-history.md).
 
 use crate::candle::checkpoint::StoredRows;
 use crate::candle::layers::Proj;

@@ -1,5 +1,8 @@
 //! Pieces the model files share: rotary tables per token position, the padded and
-//! grouped attention, and the gated MLP.
+//! grouped attention, and the gated MLP. Each op chooses by device and dtype: `cpu/`'s
+//! batch-invariant kernels for f32 on the CPU, candle's ops elsewhere, arranged for a
+//! GPU where that saves launches or uploads (the mask built on the device, products
+//! through views of the stacked weights).
 
 use crate::candle::cpu;
 pub use crate::candle::cpu::GatedAct;

@@ -1,5 +1,8 @@
-//! Finds a model's files: a local folder in the Hugging Face layout, or a pinned panel
-//! entry in the Hugging Face cache (downloaded at the pinned revision when missing).
+//! Finds a model's files: a local folder in the Hugging Face layout, a GGUF file (named,
+//! or the one in a folder without safetensors), or a pinned panel entry in the Hugging
+//! Face cache (downloaded at the pinned revision when missing). Which architectures load
+//! is the registry's business (`models/mod.rs`; for GGUF files `gguf::config`), not this
+//! module's.
 //!
 //! The cache is searched first and, with HF_HUB_OFFLINE set, exclusively: the download
 //! client does not honour that variable itself.
@@ -73,11 +76,9 @@ impl ModelFiles {
         })
     }
 
-    /// A GGUF file: weights and config in the one file (`config` names it too).
-    ///
-    /// Stand-in until the tokenizer is built from the file's metadata: the tokenizer
-    /// files are read from beside it (tokenizer.json, tokenizer_config.json, and a
-    /// generation_config.json when there is one).
+    /// A GGUF file: weights, config, tokenizer and chat template in the one file
+    /// (`config`, `tokenizer` and `tokenizer_config` all name it); only a
+    /// generation_config.json is read from beside it, when there is one.
     pub fn from_gguf(path: &Path) -> Result<ModelFiles, EngineError> {
         let dir = path.parent().unwrap_or(Path::new("."));
         let generation = dir.join("generation_config.json");

@@ -15,7 +15,9 @@ pub struct PanelEntry {
     pub revision: Commit,
     pub tokenizer_repo: String,
     pub tokenizer_revision: Commit,
-    /// The model file that runs it: qwen2, llama or gemma3.
+    /// The registry row that runs it (`models/mod.rs`: qwen2, llama, gemma3 or phi3; the
+    /// panel uses the first three), as `runner models` shows it. The loader does not read
+    /// it: it picks the row by config.json's `model_type`.
     pub arch: String,
     pub dtype: String,
     pub gated: bool,

@@ -1,7 +1,9 @@
-//! The products of attention through the `gemm` crate: decoding (whose few query rows
-//! would not repay packing the keys), and a prefill whose head dimension is not a
-//! multiple of 16 lanes. Each output is one product of the same shapes whatever else
-//! is in the batch, so the crate's reduction order is fixed per row.
+//! Attention's two products (QK^T and PV) through the `gemm` crate, for a head
+//! dimension that is not a whole number of 16-float vectors: the fused kernels of
+//! `products` take every other head dimension, in prefill and decode alike. Here a
+//! decode step and a prefill block each call these with shapes of their own, so a
+//! decoded token need not get its prefill's bits; but each product's shapes do not
+//! depend on what else is in the batch, so the crate's reduction order is fixed per row.
 
 /// scores (m x n, dense) = queries (m x d, rows `q_rs` apart) . keys (n x d, rows
 /// `k_rs` apart)^T.
