@@ -25,7 +25,10 @@ peer whose packages import runs, and the others are named with the reason. With
 --quantization q8_0 the engine quantizes its weights at load and llama.cpp runs the
 q8_0 GGUF made by its own quantizer; transformers, whose side runs f32 only, is skipped.
 --quantization and --dtype reach `runner bench` only when given, so the script also runs
-against a binary that predates them.
+against a binary that predates them. With --model FILE.gguf both sides run the file's
+own blocks (Q4_1, Q4_K_M, ...): the engine's `runner bench --model FILE.gguf` and
+llama.cpp loading the same file; transformers, which only dequantizes GGUF files, is
+skipped.
 """
 
 import argparse
@@ -170,6 +173,10 @@ class PeerProcess:
         self.proc.join(timeout=30)
 
 
+def is_gguf(model):
+    return model is not None and model.endswith(".gguf")
+
+
 def choose_peers(args):
     """The peers to run, and a line for each one left out."""
     asked = [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else list(PEERS)
@@ -185,6 +192,8 @@ def choose_peers(args):
             skipped.append(f"{name}: {', '.join(missing)} not installed")
         elif args.quantization not in PEERS[name]["quantizations"]:
             skipped.append(f"{name}: no {args.quantization} weights")
+        elif is_gguf(args.model) and name != "llama.cpp":
+            skipped.append(f"{name}: runs GGUF files only dequantized")
         else:
             chosen.append(name)
     return chosen, skipped
@@ -256,7 +265,11 @@ def print_tables(rows, sides, batches):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runner", default="target/release/runner")
-    ap.add_argument("--model", help="a model folder; default: a fresh --arch/--size fixture")
+    ap.add_argument(
+        "--model",
+        help="a model folder or a .gguf file (engine and llama.cpp run the file as it is); "
+        "default: a fresh --arch/--size fixture",
+    )
     ap.add_argument("--arch", default="qwen2")
     ap.add_argument("--size", default="small")
     ap.add_argument("--batch", default="1,8,32")
@@ -311,7 +324,7 @@ def main():
         for proc in procs.values():
             proc.close()
 
-    weights = args.quantization or "f32"
+    weights = "the file's own" if is_gguf(model) else args.quantization or "f32"
     print(
         f"model: {model}; {args.prompt_tokens}-token prompts, {args.new_tokens} new tokens; "
         f"{weights} weights; medians over {args.rounds} interleaved rounds"

@@ -391,9 +391,15 @@ class Peer:
 def load(
     model_dir, quantization=None, threads=2, flash_attn=True, kv_type="f16", extra_bufts=False
 ):
-    """Converts (or finds cached) and loads the model; contexts come with `run`."""
-    path = gguf_file(model_dir, quantization, threads)
-    label = f"GGUF {quantization or 'f32'}"
+    """Converts (or finds cached) and loads the model; contexts come with `run`. A
+    `.gguf` file is loaded as it is (its own quantization; `quantization` must be None)."""
+    if model_dir.endswith(".gguf"):
+        if quantization is not None:
+            raise SystemExit(f"{model_dir}: a GGUF file keeps its own types; drop --quantization")
+        path, label = model_dir, f"GGUF file {os.path.basename(model_dir)}"
+    else:
+        path = gguf_file(model_dir, quantization, threads)
+        label = f"GGUF {quantization or 'f32'}"
     return Peer(path, threads, flash_attn, kv_type, label, extra_bufts)
 
 
@@ -470,7 +476,9 @@ def engine_prompts(vocab, rows, tokens):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True, help="a model folder in the Hugging Face layout")
+    ap.add_argument(
+        "--model", required=True, help="a model folder in the Hugging Face layout, or a .gguf file"
+    )
     ap.add_argument("--prompts", help="token ids from `runner bench --save-prompts`")
     ap.add_argument("--prompt-tokens", type=int, default=1500, help="without --prompts")
     ap.add_argument("--batch", default="1,8,32")

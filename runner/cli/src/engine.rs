@@ -27,10 +27,9 @@ pub fn panel(path: Option<&Path>) -> Result<Panel> {
 pub fn resolve(model: &str, panel_path: Option<&Path>) -> Result<(ModelFiles, String)> {
     let panel = panel(panel_path)?;
     let Some(found) = hub::resolve(model, &panel)? else {
-        let names: Vec<&str> = panel.models.keys().map(String::as_str).collect();
         bail!(
-            "{model:?} is neither a panel model ({}) nor a folder",
-            names.join(", ")
+            "{model:?} is neither a panel model ({}) nor a folder or GGUF file",
+            panel.names().join(", ")
         );
     };
     Ok((found.files, found.label))
@@ -86,9 +85,15 @@ pub fn models(args: ModelsArgs) -> Result<ExitCode> {
     let panel = panel(args.panel.as_deref())?;
     let cache = hub::hub_cache_dir();
     if let Some(name) = &args.name {
+        if let Some(g) = panel.gguf.get(name) {
+            show_gguf(name, g, &cache);
+            return Ok(ExitCode::SUCCESS);
+        }
         let Some(e) = panel.models.get(name) else {
-            let known: Vec<&str> = panel.models.keys().map(String::as_str).collect();
-            bail!("unknown model {name:?}; the panel has {}", known.join(", "));
+            bail!(
+                "unknown model {name:?}; the panel has {}",
+                panel.names().join(", ")
+            );
         };
         let snapshot = hub::cached_snapshot(&cache, &e.repo, &e.revision);
         println!(
@@ -146,7 +151,53 @@ pub fn models(args: ModelsArgs) -> Result<ExitCode> {
             if cached { "yes" } else { "no" }
         );
     }
+    if !panel.gguf.is_empty() {
+        println!();
+        println!(
+            "{:<28} {:<36} {:<42} {:<6} cached",
+            "GGUF file", "repo", "revision", "gated"
+        );
+        for (name, g) in &panel.gguf {
+            let cached = hub::cached_snapshot(&cache, &g.repo, &g.revision)
+                .is_some_and(|d| d.join(&g.file.name).is_file());
+            println!(
+                "{:<28} {:<36} {:<42} {:<6} {}",
+                name,
+                g.repo,
+                g.revision,
+                if g.gated { "yes" } else { "no" },
+                if cached { "yes" } else { "no" }
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `runner models NAME` for a pinned GGUF file.
+fn show_gguf(name: &str, g: &hub::GgufEntry, cache: &Path) {
+    println!(
+        "{name}: {} of {} at {} (GGUF)",
+        g.file.name, g.repo, g.revision
+    );
+    println!(
+        "licence: {}{}",
+        g.license,
+        if g.gated {
+            " (gated: accept it on the model page and set HF_TOKEN)"
+        } else {
+            ""
+        }
+    );
+    let snapshot = hub::cached_snapshot(cache, &g.repo, &g.revision);
+    let memory = DigestMemory::open(&hub::repo_folder(cache, &g.repo).join(pins::DIGEST_FILE));
+    let state = match &snapshot {
+        Some(d) => pins::cached_state(&d.join(&g.file.name), &g.file, &memory),
+        None => "not cached".into(),
+    };
+    println!(
+        "  {} {:>14} bytes sha256 {} {state}",
+        g.file.name, g.file.bytes, g.file.sha256
+    );
 }
 
 #[derive(Args, Debug)]

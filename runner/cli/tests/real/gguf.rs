@@ -3,10 +3,12 @@
 //! teacher-forced on transformers' greedy continuation of real CREG prompts (the
 //! reference of parity.rs, made from the same weights dequantized to f32), each greedy
 //! choice is compared with transformers'; a sample's tokens do not depend on the batch;
-//! and `runner generate` takes the file as `--model`.
+//! `runner generate` takes the file as `--model`, and a `[gguf]` entry of a panel file
+//! runs the pinned file and refuses another.
 //!
-//! Until the tokenizer is built from the file's metadata, the GGUF is read from a
-//! scratch folder with the real model's tokenizer files beside it.
+//! The GGUF is read from a scratch folder holding a link to it and the real model's
+//! generation_config.json; the tokenizer, chat template and end tokens are the file's own
+//! metadata (no tokenizer file is beside it).
 
 use crate::{real, reference, runner_exe, scratch, GEMMA3, SMOLLM2};
 use runner_engine::candle::load::hub::ModelFiles;
@@ -31,15 +33,9 @@ fn gguf_folder(model: &str) -> Option<PathBuf> {
     let dir = scratch(&format!("gguf-{model}"));
     std::fs::create_dir_all(&dir).unwrap();
     std::os::unix::fs::symlink(&file, dir.join(file.file_name().unwrap())).unwrap();
-    for f in [
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "generation_config.json",
-        "chat_template.jinja",
-    ] {
-        if folder.join(f).is_file() {
-            std::fs::copy(folder.join(f), dir.join(f)).unwrap();
-        }
+    let generation = folder.join("generation_config.json");
+    if generation.is_file() {
+        std::fs::copy(&generation, dir.join("generation_config.json")).unwrap();
     }
     Some(dir)
 }
@@ -187,5 +183,80 @@ fn runner_generate_takes_a_gguf_file_as_its_model() {
     assert_eq!(v["model"], "gemma-3-270m-q4_k_m");
     assert!(v["engine"].as_str().unwrap().contains("Q4_K"), "{v}");
     assert_eq!(v["token_ids"].as_array().unwrap().len(), 8, "{v}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `runner generate --model NAME` for a `[gguf]` entry of the panel file `panel`, with
+/// `cache` as the Hugging Face cache and no network.
+fn generate_pinned(name: &str, panel: &Path, cache: &Path) -> std::process::Output {
+    std::process::Command::new(runner_exe())
+        .args([
+            "generate",
+            "--greedy",
+            "--max-new-tokens",
+            "4",
+            "--prompt",
+            "Hi",
+        ])
+        .args(["--model", name, "--panel"])
+        .arg(panel)
+        .env("HF_HUB_CACHE", cache)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_panel_gguf_entry_runs_the_pinned_file_and_refuses_another() {
+    let Some(file) = real(gguf_file(SMOLLM2)) else {
+        return;
+    };
+    let dir = scratch("gguf-panel");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = dir
+        .join("hub/models--test--SmolLM2-GGUF/snapshots")
+        .join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let name = file.file_name().unwrap().to_str().unwrap();
+    std::os::unix::fs::symlink(&file, snapshot.join(name)).unwrap();
+    let bytes = std::fs::metadata(&file).unwrap().len();
+    let sha256 = runner_engine::candle::load::pins::sha256_file(&file).unwrap();
+    let panel_with = |digest: &str| {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models.toml"),
+        )
+        .unwrap()
+            + &format!(
+                "\n[gguf.\"smollm2-q4_1\"]\nrepo = \"test/SmolLM2-GGUF\"\n\
+                 revision = \"{commit}\"\n\
+                 file = {{ name = \"{name}\", bytes = {bytes}, sha256 = \"{digest}\" }}\n\
+                 gated = false\nlicense = \"apache-2.0\"\n"
+            );
+        let path = dir.join(format!("panel-{}.toml", &digest[..8]));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+
+    let o = generate_pinned("smollm2-q4_1", &panel_with(&sha256), &dir.join("hub"));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["model"], "smollm2-q4_1");
+    assert!(v["engine"].as_str().unwrap().contains("Q4_1"), "{v}");
+    assert_eq!(v["token_ids"].as_array().unwrap().len(), 4, "{v}");
+
+    // The same file under a pin of other bytes is refused before loading, naming both.
+    let other = "ab".repeat(32);
+    let o = generate_pinned("smollm2-q4_1", &panel_with(&other), &dir.join("hub"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a wrong pin was accepted");
+    assert!(
+        stderr.contains(name) && stderr.contains(&other) && stderr.contains(&sha256),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

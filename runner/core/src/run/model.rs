@@ -59,7 +59,7 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
         entry,
     }) = hub::resolve(model, opts.panel)?
     else {
-        let panel: Vec<&str> = opts.panel.models.keys().map(String::as_str).collect();
+        let panel = opts.panel.names();
         let baselines = workload.baselines();
         return Err(RunError::Setup(not_a_model(model, &panel, &baselines)));
     };
