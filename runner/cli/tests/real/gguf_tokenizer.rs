@@ -10,6 +10,8 @@ use crate::{real, GEMMA3, SMOLLM2};
 use creg::frozen;
 use creg::render::manifest::render_file;
 use creg::render::{Condition, Renderer, Task};
+use rayon::prelude::*;
+use rayon::prelude::*;
 use runner_engine::candle::chat_template::ChatTemplate;
 use runner_engine::candle::load::gguf_tokenizer::chat_from_gguf_file;
 use runner_engine::digest::sha256_hex;
@@ -91,18 +93,25 @@ fn the_real_gguf_files_tokenizers_encode_every_principal_prompt_as_transformers_
             for &c in compared {
                 let key = format!("{task}/{c}");
                 let file = render_file(&renderer, &suite, c, task);
+                let lines: Vec<&str> = file.jsonl.lines().collect();
+                // Encoded on every core, collected in order.
+                let encoded: Vec<Vec<u32>> = lines
+                    .par_iter()
+                    .map(|line| {
+                        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+                        let text = template
+                            .render(&[Message {
+                                role: Role::User,
+                                content: row["text"].as_str().unwrap().to_string(),
+                            }])
+                            .unwrap();
+                        let enc = chat.tokenizer.encode(text, false).unwrap();
+                        enc.get_ids().to_vec()
+                    })
+                    .collect();
                 let mut bytes = Vec::new();
                 let mut lengths = Vec::new();
-                for line in file.jsonl.lines() {
-                    let row: serde_json::Value = serde_json::from_str(line).unwrap();
-                    let text = template
-                        .render(&[Message {
-                            role: Role::User,
-                            content: row["text"].as_str().unwrap().to_string(),
-                        }])
-                        .unwrap();
-                    let enc = chat.tokenizer.encode(text, false).unwrap();
-                    let ids = enc.get_ids();
+                for ids in &encoded {
                     bytes.extend((ids.len() as u32).to_le_bytes());
                     bytes.extend(ids.iter().flat_map(|i| i.to_le_bytes()));
                     lengths.push(ids.len());

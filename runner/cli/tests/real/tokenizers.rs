@@ -8,6 +8,7 @@ use crate::real;
 use creg::frozen;
 use creg::render::manifest::render_file;
 use creg::render::{Condition, Renderer, Task};
+use rayon::prelude::*;
 use runner_engine::candle::load::encoder::PromptEncoder;
 use runner_engine::candle::load::hub::ModelFiles;
 use runner_engine::candle::memory_plan::QWEN2_5_LONGEST_PRINCIPAL_PROMPT;
@@ -87,15 +88,22 @@ fn the_panels_real_tokenizers_encode_every_principal_prompt_as_transformers_does
             for &c in &conditions {
                 let key = format!("{task}/{c}");
                 let file = render_file(&renderer, &suite, c, task);
+                let lines: Vec<&str> = file.jsonl.lines().collect();
+                // Encoded on every core, collected in order.
+                let encoded: Vec<Vec<u32>> = lines
+                    .par_iter()
+                    .map(|line| {
+                        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+                        let prompt = Prompt::Chat(vec![Message {
+                            role: Role::User,
+                            content: row["text"].as_str().unwrap().to_string(),
+                        }]);
+                        enc.encode(&prompt).unwrap()
+                    })
+                    .collect();
                 let mut bytes = Vec::new();
                 let mut lengths = Vec::new();
-                for line in file.jsonl.lines() {
-                    let row: serde_json::Value = serde_json::from_str(line).unwrap();
-                    let prompt = Prompt::Chat(vec![Message {
-                        role: Role::User,
-                        content: row["text"].as_str().unwrap().to_string(),
-                    }]);
-                    let ids = enc.encode(&prompt).unwrap();
+                for ids in &encoded {
                     bytes.extend((ids.len() as u32).to_le_bytes());
                     bytes.extend(ids.iter().flat_map(|i| i.to_le_bytes()));
                     lengths.push(ids.len());

@@ -474,7 +474,11 @@ mod tests {
         assert!(panel.names().contains(&"tiny-q4"));
         let entry = &panel.gguf["tiny-q4"];
         let files = resolve_pinned_gguf("tiny-q4", entry, &tmp, true).unwrap();
-        assert_eq!(files.gguf(), Some(file.as_path()), "read as a GGUF by its magic");
+        assert_eq!(
+            files.gguf(),
+            Some(file.as_path()),
+            "read as a GGUF by its magic"
+        );
         assert_eq!(files.revision, Some(entry.revision.clone()));
         assert_eq!(
             files.verified.as_ref().unwrap()["tiny.Q4_1.gguf"],
