@@ -224,3 +224,98 @@ pub fn hf_config(
     }
     Ok(config)
 }
+
+/// Llama 3's RoPE scaling as llama.cpp's converter stores it: no metadata key, but a
+/// tensor `rope_freqs.weight` with one divisor per rotary frequency. The engine's llama
+/// takes the scaling as config.json states it (`rope_scaling`, rope_type llama3), so the
+/// divisors are matched to that form: the factor is the largest divisor, the rest are
+/// Llama 3.1's (low 1, high 4, original context 8,192), and every divisor must be what
+/// those give, within f32 rounding. Other divisors are refused rather than ignored: a
+/// model run without its scaling computes other attention at every position.
+pub fn llama3_rope_scaling(
+    divisors: &[f32],
+    head_dim: usize,
+    theta: f64,
+) -> Result<serde_json::Value, String> {
+    if divisors.len() * 2 != head_dim {
+        return Err(format!(
+            "{} divisors, expected one per rotary frequency ({})",
+            divisors.len(),
+            head_dim / 2
+        ));
+    }
+    let factor = divisors.iter().copied().fold(f32::MIN, f32::max) as f64;
+    let (low, high, original) = (1.0, 4.0, 8192.0);
+    let (low_wavelen, high_wavelen) = (original / low, original / high);
+    for (i, &got) in divisors.iter().enumerate() {
+        let freq = 1.0 / theta.powf((2 * i) as f64 / head_dim as f64);
+        let wavelen = 2.0 * std::f64::consts::PI / freq;
+        let want = if wavelen < high_wavelen {
+            1.0
+        } else if wavelen > low_wavelen {
+            factor
+        } else {
+            let smooth = (original / wavelen - low) / (high - low);
+            1.0 / ((1.0 - smooth) / factor + smooth)
+        };
+        if (got as f64 - want).abs() > 1e-5 * want {
+            return Err(format!(
+                "divisor {i} is {got}, but Llama 3's scaling with factor {factor} (low 1, high 4, \
+                 original context 8192) gives {want}; this engine applies no other per-frequency \
+                 scaling"
+            ));
+        }
+    }
+    Ok(json!({
+        "rope_type": "llama3",
+        "factor": factor,
+        "low_freq_factor": low,
+        "high_freq_factor": high,
+        "original_max_position_embeddings": original,
+    }))
+}
+
+#[cfg(test)]
+mod rope_tests {
+    use super::llama3_rope_scaling;
+
+    /// llama.cpp's converter's divisors for Llama 3.1 8B (head 128, base 500,000,
+    /// factor 8), computed here in its own form (a product with the smoothing weight).
+    fn converter_divisors(factor: f64) -> Vec<f32> {
+        (0..64)
+            .map(|i| {
+                let freq = 1.0 / 500_000f64.powf(2.0 * i as f64 / 128.0);
+                let wavelen = 2.0 * std::f64::consts::PI / freq;
+                if wavelen < 2048.0 {
+                    1.0
+                } else if wavelen > 8192.0 {
+                    factor as f32
+                } else {
+                    let smooth = (8192.0 / wavelen - 1.0) / 3.0;
+                    (1.0 / ((1.0 - smooth) / factor + smooth)) as f32
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn llama_3_1s_divisors_read_as_its_config_scaling() {
+        let got = llama3_rope_scaling(&converter_divisors(8.0), 128, 500_000.0).unwrap();
+        assert_eq!(got["rope_type"], "llama3");
+        assert_eq!(got["factor"], 8.0);
+        assert_eq!(got["original_max_position_embeddings"], 8192.0);
+        // Llama 3.2's factor 32 is found from the divisors too.
+        let got = llama3_rope_scaling(&converter_divisors(32.0), 128, 500_000.0).unwrap();
+        assert_eq!(got["factor"], 32.0);
+    }
+
+    #[test]
+    fn other_divisors_are_refused_naming_the_first_that_differs() {
+        let mut d = converter_divisors(8.0);
+        d[31] *= 1.01;
+        let err = llama3_rope_scaling(&d, 128, 500_000.0).unwrap_err();
+        assert!(err.contains("divisor 31"), "{err}");
+        let err = llama3_rope_scaling(&d[..10], 128, 500_000.0).unwrap_err();
+        assert!(err.contains("10 divisors"), "{err}");
+    }
+}

@@ -52,7 +52,18 @@ impl Engine {
             .ok_or_else(|| bad("no tensor token_embd.weight (the embedding table)".into()))?;
         let vocab = embed.shape.dims().first().copied().unwrap_or(0);
         let tied = !header.content.tensor_infos.contains_key("output.weight");
-        let value = config::hf_config(&meta, &arch_name, vocab, tied)?;
+        let mut value = config::hf_config(&meta, &arch_name, vocab, tied)?;
+        if arch_name == "llama" && header.content.tensor_infos.contains_key(ROPE_FREQS) {
+            let divisors = rope_divisors(path, &header).map_err(bad)?;
+            let heads = value["num_attention_heads"].as_u64().unwrap_or(1).max(1);
+            let head_dim = value["head_dim"]
+                .as_u64()
+                .unwrap_or(value["hidden_size"].as_u64().unwrap_or(0) / heads);
+            let theta = value["rope_theta"].as_f64().unwrap_or(10_000.0);
+            let scaling = config::llama3_rope_scaling(&divisors, head_dim as usize, theta)
+                .map_err(|m| bad(format!("tensor {ROPE_FREQS}: {m}")))?;
+            value["rope_scaling"] = scaling;
+        }
         let model_type = value["model_type"].as_str().unwrap_or_default();
         let arch = registry::by_model_type(model_type)
             .ok_or_else(|| bad(format!("no engine architecture for {model_type}")))?;
@@ -120,6 +131,20 @@ impl Engine {
             (device, dtype, WeightFormat::Gguf),
         ))
     }
+}
+
+/// Llama 3's per-frequency RoPE divisors, as llama.cpp's converter stores them.
+const ROPE_FREQS: &str = "rope_freqs.weight";
+
+fn rope_divisors(path: &Path, header: &GgufHeader) -> Result<Vec<f32>, String> {
+    let mut file = std::fs::File::open(path).map_err(|e| format!("reading {ROPE_FREQS}: {e}"))?;
+    header
+        .content
+        .tensor(&mut file, ROPE_FREQS, &Device::Cpu)
+        .and_then(|t| t.dequantize(&Device::Cpu))
+        .and_then(|t| t.flatten_all())
+        .and_then(|t| t.to_vec1::<f32>())
+        .map_err(|e| format!("tensor {ROPE_FREQS}: {e}"))
 }
 
 /// The tokens that end a sequence: the metadata's end-of-sequence and end-of-turn ids,

@@ -373,6 +373,60 @@ fn a_tensor_shape_the_architecture_does_not_have_is_refused_by_name() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Llama 3's RoPE divisors for `head_dim` and `theta` (factor 8, low 1, high 4,
+/// original context 8,192), in the converter's form, times `skew` from index 1 on.
+fn rope_freqs(head_dim: usize, theta: f64, skew: f32) -> QTensor {
+    let d: Vec<f32> = (0..head_dim / 2)
+        .map(|i| {
+            let wavelen = 2.0 * std::f64::consts::PI * theta.powf(2.0 * i as f64 / head_dim as f64);
+            let r = if wavelen < 2048.0 {
+                1.0
+            } else if wavelen > 8192.0 {
+                8.0
+            } else {
+                let smooth = (8192.0 / wavelen - 1.0) / 3.0;
+                1.0 / ((1.0 - smooth) / 8.0 + smooth)
+            };
+            r as f32 * if i > 0 { skew } else { 1.0 }
+        })
+        .collect();
+    let t = Tensor::from_vec(d, head_dim / 2, &Device::Cpu).unwrap();
+    QTensor::quantize(&t, GgmlDType::F32).unwrap()
+}
+
+#[test]
+fn a_llama_files_rope_freqs_are_its_llama3_scaling_or_refused_by_name() {
+    let (folder, dir) = fixture_pair(Arch::Llama, "rope-freqs", GgmlDType::F32);
+    let config_path = folder.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    let head_dim = config["head_dim"].as_u64().unwrap() as usize;
+    let theta = config["rope_theta"].as_f64().unwrap();
+    // The folder with the scaling in its config, and the file with its tensor.
+    config["rope_scaling"] = serde_json::json!({
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192
+    });
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    rewrite(&dir, |_, tensors| {
+        tensors.push(("rope_freqs.weight".into(), rope_freqs(head_dim, theta, 1.0)));
+    });
+    let want = logits(&load(&folder).unwrap());
+    let d = max_diff(&want, &logits(&load(&dir).unwrap()));
+    assert!(d < 1e-3, "logits differ by {d}");
+    // Divisors of no Llama 3 scaling: refused, not run without them.
+    rewrite(&dir, |_, tensors| {
+        for (n, t) in tensors.iter_mut() {
+            if n == "rope_freqs.weight" {
+                *t = rope_freqs(head_dim, theta, 1.5);
+            }
+        }
+    });
+    refused(&dir, &["rope_freqs.weight", "divisor 1"]);
+    let _ = std::fs::remove_dir_all(folder);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn unpermuting_undoes_llama_cpps_row_order() {
     let w = Tensor::arange(0f32, 8.0 * 3.0, &Device::Cpu)
