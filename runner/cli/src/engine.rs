@@ -3,11 +3,14 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
+use runner_core::run::model::{Loaded, ModelSource};
+use runner_core::run::RunError;
 use runner_engine::bench;
 use runner_engine::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner_engine::bench::sampler::SamplerBench;
 use runner_engine::candle::fixture::{Arch, Size};
 use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
+use runner_engine::candle::load::open::{self, LocalOptions};
 use runner_engine::candle::load::pins::{self, DigestMemory};
 use runner_engine::candle::{Refill, Scheduler};
 use serde_json::json;
@@ -20,6 +23,33 @@ pub fn panel(path: Option<&Path>) -> Result<Panel> {
         Some(p) => Panel::load(p)?,
         None => Panel::builtin()?,
     })
+}
+
+/// The embedded engine as the source of `--model`s after the baselines: the library's
+/// one resolution (`runner_engine::candle::load::open`), under `options`.
+pub struct EngineModels<'a>(pub LocalOptions<'a>);
+
+impl ModelSource for EngineModels<'_> {
+    fn open(
+        &self,
+        model: &str,
+        prompts: &[&runner_engine::Prompt],
+        max_new_tokens: usize,
+    ) -> Result<Option<Loaded>, RunError> {
+        Ok(
+            open::open(model, prompts, max_new_tokens, &self.0)?.map(|o| Loaded {
+                backend: o.backend,
+                label: o.label,
+                identity: o.identity,
+                context: o.context,
+                warnings: o.warnings,
+            }),
+        )
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.panel.names().into_iter().map(String::from).collect()
+    }
 }
 
 /// A panel name or a local folder in the Hugging Face layout, in the library's one

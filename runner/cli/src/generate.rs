@@ -3,8 +3,8 @@
 use crate::engine::resolve;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use runner_core::run::limits::Remedy;
 use runner_engine::candle::load::encoder::PromptEncoder;
+use runner_engine::candle::load::limits::{check_context, Remedy};
 use runner_engine::candle::{select_device, DeviceChoice, Engine};
 use runner_engine::{Backend, Message, Prompt, Request, RequestId, Role, Sampling};
 use serde_json::json;
@@ -113,10 +113,10 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
     if encoder.template().is_plain() {
         eprintln!(
             "warning: {}",
-            runner_core::run::model::plain_prompts_note(&label)
+            runner_engine::candle::load::open::plain_prompts_note(&label)
         );
     }
-    runner_core::run::limits::check_context(
+    check_context(
         &encoder,
         &files.config,
         &[&request.prompt],

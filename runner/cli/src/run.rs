@@ -1,6 +1,7 @@
 //! `runner [run]`: a resumable batch job over the suite, streaming into the scorer;
 //! `runner score RUN_DIR...` and `runner merge RUN_DIR...` on finished journals.
 
+use super::engine::EngineModels;
 use super::progress::Bar;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -10,10 +11,11 @@ use probe::plan::ProbePlan;
 use probe::run::ProbeWorkload;
 use probe::set::ProbeSet;
 use runner_core::journal;
-use runner_core::run::model::{self, ModelOptions};
+use runner_core::run::model;
 use runner_core::run::rescore::{self, Event, Rescore};
 use runner_core::run::{execute_with, folder, manifest, Outcome, RunOptions, Workload};
 use runner_engine::batch::UTILIZATION_MEANING;
+use runner_engine::candle::load::open::LocalOptions;
 use runner_engine::candle::DeviceChoice;
 use runner_engine::Sampling;
 use std::path::{Path, PathBuf};
@@ -198,18 +200,21 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let (loaded, traffic, watch) = match served {
         Some(s) => (s.loaded, Some(s.traffic), Some(s.watch)),
         None => (
-            model::load(
-                &model_name,
-                workload.as_ref(),
-                &ModelOptions {
-                    device,
-                    load: args.weights.options(),
-                    max_batch: args.max_batch,
-                    panel: &panel,
-                    chat_template: args.chat_template.clone(),
-                },
-            )
-            .with_context(|| format!("loading {model_name}"))?,
+            model::check_max_batch(args.max_batch)
+                .and_then(|()| {
+                    model::load(
+                        &model_name,
+                        workload.as_ref(),
+                        &EngineModels(LocalOptions {
+                            device,
+                            load: args.weights.options(),
+                            max_batch: args.max_batch,
+                            panel: &panel,
+                            chat_template: args.chat_template.clone(),
+                        }),
+                    )
+                })
+                .with_context(|| format!("loading {model_name}"))?,
             None,
             None,
         ),

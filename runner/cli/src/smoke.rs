@@ -10,6 +10,8 @@ use creg::render::{Condition, Task};
 use creg::smoke::{SmokeObserver, SmokeOptions};
 use runner_core::journal::Recovered;
 use runner_core::run::{Observer, Outcome, Running, Workload};
+use runner_engine::candle::load::open::LocalOptions;
+use runner_engine::candle::DeviceChoice;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -79,7 +81,14 @@ pub fn smoke(args: SmokeArgs) -> Result<ExitCode> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let panel = super::engine::panel(None)?;
-    let report = creg::smoke::smoke(&opts, &panel, &mut Progress { bar: None })?;
+    let models = super::engine::EngineModels(LocalOptions {
+        device: DeviceChoice::Cpu,
+        load: Default::default(),
+        max_batch: None,
+        panel: &panel,
+        chat_template: None,
+    });
+    let report = creg::smoke::smoke(&opts, &models, &mut Progress { bar: None })?;
     if !report.failures.is_empty() {
         bail!("smoke run failed:\n  {}", report.failures.join("\n  "));
     }

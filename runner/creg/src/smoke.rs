@@ -9,11 +9,9 @@ use crate::plan::{PlanSpec, PROTOCOL_SEEDS};
 use crate::render::{Condition, Task};
 use crate::workload::{load_suite, tokenizer_corpus, CregWorkload, SMOKE_VOCAB};
 use runner_core::journal::{self, JOURNAL_FILE, MANIFEST_FILE};
-use runner_core::run::model::{self, ModelOptions};
+use runner_core::run::model::{self, ModelSource};
 use runner_core::run::{execute, folder, manifest, Observer, Outcome, RunError, Workload};
 use runner_engine::candle::fixture::{write_fixture_with, Arch, Size};
-use runner_engine::candle::load::hub::Panel;
-use runner_engine::candle::DeviceChoice;
 use runner_engine::Sampling;
 use std::path::{Path, PathBuf};
 
@@ -64,7 +62,7 @@ pub struct SmokeReport {
 /// Writes the fixture model (once), runs it and the oracle, and checks both folders.
 pub fn smoke(
     opts: &SmokeOptions,
-    panel: &Panel,
+    models: &dyn ModelSource,
     observer: &mut dyn SmokeObserver,
 ) -> Result<SmokeReport, RunError> {
     let name = opts.arch.row().name;
@@ -100,14 +98,7 @@ pub fn smoke(
         failures: Vec::new(),
     };
     for model in [model_dir.display().to_string(), "oracle".to_string()] {
-        let options = ModelOptions {
-            device: DeviceChoice::Cpu,
-            load: Default::default(),
-            max_batch: None,
-            panel,
-            chat_template: None,
-        };
-        let loaded = model::load(&model, &workload, &options)?;
+        let loaded = model::load(&model, &workload, models)?;
         let dir = folder::run_dir(&opts.out, &loaded.label, RUN, false);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| {

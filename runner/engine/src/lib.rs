@@ -234,6 +234,9 @@ pub enum EngineError {
     Template(String),
     #[error("model {0}")]
     Model(String),
+    /// What was asked does not fit the model (its context), said with the remedy.
+    #[error("{0}")]
+    Limit(String),
     #[error("model not available: {0}")]
     NotAvailable(String),
     /// A served model's server did not answer through the retry window.

@@ -261,6 +261,28 @@ fn no_crate_has_an_import_circle_between_its_modules() {
     );
 }
 
+/// Core runs any `Backend`: how a model is found and loaded (candle, the panel, the
+/// device) is the engine's, reached through the command line's `ModelSource`.
+#[test]
+fn core_names_nothing_of_the_candle_engine() {
+    let src = crates_dir().join("core/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let named: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = code_of(&text);
+            code.contains("runner_engine::candle") || code.contains("candle_core")
+        })
+        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    assert!(
+        named.is_empty(),
+        "core names the candle engine in {named:?}"
+    );
+}
+
 #[test]
 fn no_source_file_is_over_the_line_limit() {
     let mut files = Vec::new();

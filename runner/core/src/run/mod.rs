@@ -9,7 +9,6 @@
 //! in `failed.jsonl` (see [`journal::failed`]), skipped on resume unless asked again.
 
 pub mod folder;
-pub mod limits;
 pub mod manifest;
 pub mod model;
 pub mod rescore;

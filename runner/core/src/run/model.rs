@@ -1,16 +1,11 @@
-//! What `--model` names: a baseline system of the workload, a model of the pinned panel
-//! (from the Hugging Face cache), or a local folder in the Hugging Face layout; and what
-//! the run manifest records about it.
+//! What `--model` names: a baseline system of the workload, else whatever the
+//! command line's [`ModelSource`] finds (the embedded engine's panel models, folders
+//! and GGUF files: `runner_engine::candle::load::open`); and what the run manifest
+//! records about it. Core knows the `Backend` trait, not how a model is loaded.
 
 use crate::run::{RunError, Workload};
-use runner_engine::candle::load::encoder::PromptEncoder;
-use runner_engine::candle::load::hub::{self, Panel};
-use runner_engine::candle::weights::LoadOptions;
-use runner_engine::candle::{select_device, BatchLimits, DeviceChoice, Engine};
-use runner_engine::digest::sha256_hex;
-use runner_engine::Backend;
+use runner_engine::{Backend, Prompt};
 use serde_json::{json, Value};
-use std::path::Path;
 
 /// A backend ready to run, with its manifest entries.
 pub struct Loaded {
@@ -25,25 +20,26 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
-pub struct ModelOptions<'a> {
-    pub device: DeviceChoice,
-    /// The weights' format (`--dtype`, `--quantization`).
-    pub load: LoadOptions,
-    /// Sequences decoded together; the engine's default when `None`.
-    pub max_batch: Option<usize>,
-    pub panel: &'a Panel,
-    /// A chat template in place of the model's own (`--chat-template`).
-    pub chat_template: Option<std::path::PathBuf>,
+/// Where `--model` is looked up after the workload's baselines.
+pub trait ModelSource {
+    /// The model `model` names, loaded for `prompts` and up to `max_new_tokens` new
+    /// tokens; `None` when it names nothing this source has.
+    fn open(
+        &self,
+        model: &str,
+        prompts: &[&Prompt],
+        max_new_tokens: usize,
+    ) -> Result<Option<Loaded>, RunError>;
+    /// The names it knows, for the message when nothing matches.
+    fn names(&self) -> Vec<String>;
 }
 
-/// Resolves `model` for `workload`.
-pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result<Loaded, RunError> {
-    if opts.max_batch == Some(0) {
-        // The engine would run one row while the manifest said 0.
-        return Err(RunError::Setup(
-            "--max-batch 0: a batch holds at least 1 sequence".into(),
-        ));
-    }
+/// Resolves `model` for `workload`: a baseline first, then `source`.
+pub fn load(
+    model: &str,
+    workload: &dyn Workload,
+    source: &dyn ModelSource,
+) -> Result<Loaded, RunError> {
     if let Some(backend) = workload.baseline(model) {
         return Ok(Loaded {
             label: model.to_string(),
@@ -53,96 +49,35 @@ pub fn load(model: &str, workload: &dyn Workload, opts: &ModelOptions) -> Result
             warnings: Vec::new(),
         });
     }
-    let Some(hub::Resolved {
-        mut files,
-        label,
-        entry,
-    }) = hub::resolve(model, opts.panel)?
-    else {
-        let panel = opts.panel.names();
-        let baselines = workload.baselines();
-        return Err(RunError::Setup(not_a_model(model, &panel, &baselines)));
-    };
-    files.chat_template.clone_from(&opts.chat_template);
-    let prompts: Vec<&runner_engine::Prompt> =
-        workload.jobs().iter().map(|j| &j.request.prompt).collect();
+    let prompts: Vec<&Prompt> = workload.jobs().iter().map(|j| &j.request.prompt).collect();
     let max_new_tokens = workload
         .jobs()
         .iter()
         .map(|j| j.request.max_new_tokens)
         .max();
-    crate::run::limits::check_context(
-        &PromptEncoder::load(&files)?,
-        &files.config,
-        &prompts,
-        max_new_tokens.unwrap_or(0),
-        crate::run::limits::Remedy::Run,
-    )?;
-    let (device, warning) = select_device(opts.device)?;
-    let mut warnings: Vec<String> = warning.into_iter().collect();
-    let device_name = runner_engine::candle::runtime::device::name(&device);
-    let mut engine = Engine::load_with(&files, device, &label, opts.load)?;
-    if let Some(rows) = opts.max_batch {
-        let limits = BatchLimits {
-            max_rows: rows,
-            ..engine.limits()
-        };
-        engine = engine.with_limits(limits);
+    match source.open(model, &prompts, max_new_tokens.unwrap_or(0))? {
+        Some(loaded) => Ok(loaded),
+        None => {
+            let names = source.names();
+            let panel: Vec<&str> = names.iter().map(String::as_str).collect();
+            Err(RunError::Setup(not_a_model(
+                model,
+                &panel,
+                &workload.baselines(),
+            )))
+        }
     }
-    if engine.template().is_plain() {
-        warnings.push(plain_prompts_note(&label));
-    }
-    let mut identity = json!({
-        "kind": "candle",
-        "name": label,
-        "repo": entry.map(|e| &e.repo),
-        "revision": files.revision,
-        "tokenizer_repo": entry.map(|e| &e.tokenizer_repo),
-        "tokenizer_revision": entry.map(|e| &e.tokenizer_revision),
-        "weights_sha256": files.weight_digests()?,
-        "tokenizer_sha256": file_sha256(&files.tokenizer)?,
-        "chat_template_sha256": sha256_hex(engine.template().source().as_bytes()),
-        "dtype": format!("{:?}", engine.dtype()).to_lowercase(),
-        "weights": engine.weight_format().name(),
-        // Batch composition may change the numbers of a row on some devices, so a run
-        // resumed with another batch bound is another run.
-        "max_batch": opts.max_batch,
-    });
-    // A GGUF file's tensor types, beside its digest: which blocks the answers came from.
-    if let Some(gguf) = files.gguf() {
-        let header = runner_engine::candle::gguf::GgufHeader::read(gguf)?;
-        identity["gguf_tensor_types"] = json!(header.tensor_types());
-    }
-    // Recorded only for base models, so that the identity of every chat run, and with
-    // it the resume of runs made before this key existed, is unchanged.
-    if engine.template().is_plain() {
-        identity["prompt_format"] = json!(PLAIN_PROMPT_FORMAT);
-    }
-    Ok(Loaded {
-        label,
-        identity,
-        context: json!({"device": device_name, "backend": engine.describe()}),
-        backend: Box::new(engine),
-        warnings,
-    })
 }
 
-/// The manifest's and the report's words for a base model's prompts.
-pub const PLAIN_PROMPT_FORMAT: &str =
-    "plain text after the tokenizer's BOS, messages joined by a blank line (no chat template)";
-
-/// What a run of a base model says once on stderr.
-pub fn plain_prompts_note(label: &str) -> String {
-    format!(
-        "{label} has no chat template (a base model): its prompts run as {PLAIN_PROMPT_FORMAT}, \
-         as lm-eval runs base models; --chat-template FILE gives it one"
-    )
-}
-
-fn file_sha256(path: &Path) -> Result<String, RunError> {
-    std::fs::read(path)
-        .map(|b| sha256_hex(&b))
-        .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))
+/// `--max-batch 0` refused before anything loads: the engine would run one row while
+/// the manifest said 0.
+pub fn check_max_batch(max_batch: Option<usize>) -> Result<(), RunError> {
+    if max_batch == Some(0) {
+        return Err(RunError::Setup(
+            "--max-batch 0: a batch holds at least 1 sequence".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Why `model` names nothing, and the likeliest fix: the name it was probably meant to

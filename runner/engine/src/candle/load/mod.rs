@@ -9,7 +9,9 @@ pub mod encoder;
 pub mod gguf_model;
 pub mod gguf_tokenizer;
 pub mod hub;
+pub mod limits;
 pub mod memory;
+pub mod open;
 pub mod panel;
 pub mod pins;
 

@@ -3,9 +3,8 @@
 //! minutes for a panel model on the CPU, and before the KV cache is allocated, which
 //! for a huge `--max-new-tokens` would abort the process).
 
-use crate::run::RunError;
-use runner_engine::candle::load::encoder::PromptEncoder;
-use runner_engine::Prompt;
+use crate::candle::load::encoder::PromptEncoder;
+use crate::{EngineError, Prompt};
 use std::path::Path;
 
 /// How many of the longest prompts (by bytes) are tokenized to find the longest in
@@ -18,14 +17,14 @@ const LONGEST_TRIED: usize = 16;
 /// value that is missing otherwise, negative, fractional or zero is refused: without
 /// it the context check is skipped, and a huge `--max-new-tokens` then aborts the
 /// process on allocating the KV cache.
-pub fn context_length(config: &Path) -> Result<usize, RunError> {
-    if runner_engine::candle::gguf::is_gguf(config) {
-        return Ok(runner_engine::candle::gguf::GgufHeader::read(config)?.context_length()?);
+pub fn context_length(config: &Path) -> Result<usize, EngineError> {
+    if crate::candle::gguf::is_gguf(config) {
+        return crate::candle::gguf::GgufHeader::read(config)?.context_length();
     }
     let text = std::fs::read_to_string(config)
-        .map_err(|e| RunError::Setup(format!("{}: cannot read: {e}", config.display())))?;
+        .map_err(|e| EngineError::Limit(format!("{}: cannot read: {e}", config.display())))?;
     let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| RunError::Setup(format!("{}: not JSON: {e}", config.display())))?;
+        .map_err(|e| EngineError::Limit(format!("{}: not JSON: {e}", config.display())))?;
     let field = value
         .get("max_position_embeddings")
         .or_else(|| value.pointer("/text_config/max_position_embeddings"));
@@ -35,7 +34,7 @@ pub fn context_length(config: &Path) -> Result<usize, RunError> {
             .filter(|&n| n > 0)
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| {
-                RunError::Setup(format!(
+                EngineError::Limit(format!(
                     "{}: max_position_embeddings is {v}, not a positive whole number of positions",
                     config.display()
                 ))
@@ -43,10 +42,10 @@ pub fn context_length(config: &Path) -> Result<usize, RunError> {
         None => value
             .get("model_type")
             .and_then(serde_json::Value::as_str)
-            .and_then(runner_engine::candle::models::by_model_type)
+            .and_then(crate::candle::models::by_model_type)
             .and_then(|a| a.default_context)
             .ok_or_else(|| {
-                RunError::Setup(format!(
+                EngineError::Limit(format!(
                     "{}: max_position_embeddings is missing, so the model's context is \
                      unknown and no run can check that the prompts and --max-new-tokens fit \
                      it; add the model's context length there",
@@ -95,17 +94,17 @@ pub fn check_context(
     prompts: &[&Prompt],
     max_new_tokens: usize,
     remedy: Remedy,
-) -> Result<(), RunError> {
+) -> Result<(), EngineError> {
     let context = context_length(config)?;
     let mut by_size: Vec<&&Prompt> = prompts.iter().collect();
     by_size.sort_by_key(|p| std::cmp::Reverse(bytes(p)));
     let mut longest = 0;
     for p in by_size.into_iter().take(LONGEST_TRIED) {
-        longest = longest.max(encoder.encode(p).map_err(RunError::from)?.len());
+        longest = longest.max(encoder.encode(p)?.len());
     }
     if longest >= context {
         // No number of new tokens helps: say what does.
-        return Err(RunError::Setup(format!(
+        return Err(EngineError::Limit(format!(
             "the longest prompt takes {longest} tokens, and the model has {context} positions \
              (max_position_embeddings in {}): it does not fit the model's context whatever \
              --max-new-tokens is. {}",
@@ -114,7 +113,7 @@ pub fn check_context(
         )));
     }
     if longest.saturating_add(max_new_tokens) > context {
-        return Err(RunError::Setup(format!(
+        return Err(EngineError::Limit(format!(
             "--max-new-tokens {max_new_tokens} does not fit the model's context: the longest \
              prompt takes {longest} tokens and the model has {context} positions \
              (max_position_embeddings in {}); give at most {}",
