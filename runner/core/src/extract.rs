@@ -1,6 +1,7 @@
 //! Finding the answer object in whatever a model wrote: prose around it, code fences,
 //! a tail cut off by the token budget. Pure and total: every input gives a result.
 
+use crate::json_strings::Strings;
 use serde_json::Value;
 
 /// A change the extractor had to make before the text parsed.
@@ -115,16 +116,9 @@ fn openings(text: &str) -> Vec<(usize, Option<usize>)> {
     let mut out: Vec<(usize, Option<usize>)> = Vec::new();
     // Open brackets: the index into `out` for a `{`, `None` for a `[`.
     let mut stack: Vec<Option<usize>> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     for (i, b) in text.bytes().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
+        if strings.take_byte(b) {
             continue;
         }
         match b {
@@ -133,7 +127,7 @@ fn openings(text: &str) -> Vec<(usize, Option<usize>)> {
                 out.push((i, None));
             }
             _ if stack.is_empty() => {}
-            b'"' => in_string = true,
+            b'"' => strings.open(),
             b'[' => stack.push(None),
             b'}' | b']' => {
                 if let Some(Some(k)) = stack.pop() {
@@ -149,18 +143,11 @@ fn openings(text: &str) -> Vec<(usize, Option<usize>)> {
 /// Removes commas that directly precede `}` or `]` (outside strings).
 fn drop_trailing_commas(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     let mut pending_comma: Option<String> = None;
     for c in s.chars() {
-        if in_string {
+        if strings.take(c) {
             out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
             continue;
         }
         if let Some(buf) = pending_comma.as_mut() {
@@ -178,7 +165,7 @@ fn drop_trailing_commas(s: &str) -> String {
         match c {
             ',' => pending_comma = Some(String::from(",")),
             '"' => {
-                in_string = true;
+                strings.open();
                 out.push(c);
             }
             _ => out.push(c),
@@ -195,8 +182,7 @@ fn drop_trailing_commas(s: &str) -> String {
 /// complete value are the ones still open at the end, as only brackets change them.
 fn close_truncated(s: &str) -> String {
     let mut stack: Vec<char> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     // The byte offset after the last complete value or opener.
     let mut safe = 0usize;
     let mut string_is_key = false;
@@ -208,23 +194,15 @@ fn close_truncated(s: &str) -> String {
         if !c.is_whitespace() {
             last_visible = Some(c);
         }
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => {
-                    in_string = false;
-                    if !string_is_key {
-                        safe = next;
-                    }
-                }
-                _ => {}
+        if strings.take(c) {
+            if !strings.is_open() && !string_is_key {
+                safe = next;
             }
             continue;
         }
         match c {
             '"' => {
-                in_string = true;
+                strings.open();
                 // A string right after `{` or `,` inside an object is a key.
                 string_is_key =
                     stack.last() == Some(&'}') && matches!(before, Some('{') | Some(','));

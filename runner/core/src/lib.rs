@@ -12,6 +12,7 @@ pub mod contract;
 pub mod extract;
 pub mod fsutil;
 pub mod journal;
+pub mod json_strings;
 pub mod plan;
 pub mod report;
 pub mod run;

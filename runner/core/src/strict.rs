@@ -10,6 +10,7 @@
 //! such a key is tried once more with a value in place of the null: a known field then
 //! refuses the value or keeps it; an unknown one is still dropped, whatever its value.
 
+use crate::json_strings::Strings;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -223,19 +224,13 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 pub fn item_offsets(bytes: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut depth = 0usize;
-    let (mut in_string, mut escaped) = (false, false);
+    let mut strings = Strings::default();
     for (i, b) in bytes.iter().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
+        if strings.take_byte(*b) {
             continue;
         }
         match b {
-            b'"' => in_string = true,
+            b'"' => strings.open(),
             b'{' | b'[' => {
                 if depth == 1 && *b == b'{' {
                     out.push(i);
