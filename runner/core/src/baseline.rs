@@ -30,7 +30,9 @@ macro_rules! system_names {
     };
 }
 
-use runner_engine::{EngineError, FinishReason, Request, Sample, Timings};
+use runner_engine::id::RequestId;
+use runner_engine::{Backend, EngineError, FinishReason, Request, Sample, Timings};
+use std::collections::HashMap;
 
 /// A baseline name that is not one of the suite's systems.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,30 +42,69 @@ pub struct UnknownSystem {
     pub known: Vec<&'static str>,
 }
 
-/// The generate loop both suites share: one answer per request, the same text for
-/// every seed. `answer` returns the text or why the request cannot be answered.
-pub fn answer_each(
-    requests: &[Request],
-    on_sample: &mut dyn FnMut(Sample),
-    mut answer: impl FnMut(&Request) -> Result<String, String>,
-) -> Result<(), EngineError> {
-    for r in requests {
-        let text = answer(r).map_err(|message| EngineError::InvalidRequest {
-            id: r.id.to_string(),
-            message,
-        })?;
-        for &seed in &r.seeds {
-            on_sample(Sample {
-                request_id: r.id.clone(),
-                seed,
-                text: text.clone(),
-                prompt_tokens: 0,
-                token_ids: Vec::new(),
-                reported_tokens: None,
-                finish_reason: FinishReason::Stop,
-                timings: Timings::default(),
-            });
+/// What one of a suite's baseline systems knows: the answer to each of its questions.
+pub trait Answers {
+    /// What a request asks, as the suite's plan says.
+    type Question;
+    /// How the manifest names the system.
+    fn describe(&self) -> String;
+    /// The answer text, or why the question cannot be answered.
+    fn answer(&self, question: &Self::Question) -> Result<String, String>;
+}
+
+/// A suite's baseline system behind the [`Backend`] trait: each request id maps to its
+/// question; one answer per request, the same text for every seed.
+pub struct BaselineBackend<A: Answers> {
+    answers: A,
+    questions: HashMap<RequestId, A::Question>,
+}
+
+impl<A: Answers> BaselineBackend<A> {
+    pub fn new(answers: A, questions: impl IntoIterator<Item = (RequestId, A::Question)>) -> Self {
+        BaselineBackend {
+            answers,
+            questions: questions.into_iter().collect(),
         }
     }
-    Ok(())
+}
+
+impl<A: Answers> Backend for BaselineBackend<A> {
+    fn describe(&self) -> String {
+        self.answers.describe()
+    }
+
+    fn preferred_batch(&self) -> usize {
+        512
+    }
+
+    fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        for r in requests {
+            let text = self
+                .questions
+                .get(&r.id)
+                .ok_or_else(|| "not a request of this baseline's plan".to_string())
+                .and_then(|q| self.answers.answer(q))
+                .map_err(|message| EngineError::InvalidRequest {
+                    id: r.id.to_string(),
+                    message,
+                })?;
+            for &seed in &r.seeds {
+                on_sample(Sample {
+                    request_id: r.id.clone(),
+                    seed,
+                    text: text.clone(),
+                    prompt_tokens: 0,
+                    token_ids: Vec::new(),
+                    reported_tokens: None,
+                    finish_reason: FinishReason::Stop,
+                    timings: Timings::default(),
+                });
+            }
+        }
+        Ok(())
+    }
 }

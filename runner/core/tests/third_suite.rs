@@ -3,7 +3,7 @@
 //! runs through the run loop, the journal, the streaming scorer, resume, the registry's
 //! rescoring and the report kit, and no other crate is touched to add it.
 
-use runner_core::baseline::answer_each;
+use runner_core::baseline::{Answers, BaselineBackend};
 use runner_core::journal::failed::FAILED_FILE;
 use runner_core::journal::{self, SampleRecord};
 use runner_core::report::{escape, write_atomic, Page};
@@ -108,34 +108,33 @@ impl Workload for Sums {
         vec!["adder"]
     }
     fn baseline(&self, name: &str) -> Option<Box<dyn Backend>> {
-        (name == "adder").then(|| Box::new(Adder) as Box<dyn Backend>)
+        let questions = self
+            .jobs
+            .iter()
+            .map(|j| (j.request.id.clone(), j.request.prompt.plain_text()));
+        (name == "adder")
+            .then(|| Box::new(BaselineBackend::new(Adder, questions)) as Box<dyn Backend>)
     }
 }
 
 /// Adds up every sum, except that it shrugs at the first.
 struct Adder;
 
-impl Backend for Adder {
+impl Answers for Adder {
+    type Question = String;
     fn describe(&self) -> String {
         "adder".into()
     }
-    fn generate_each(
-        &mut self,
-        requests: &[Request],
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        answer_each(requests, on_sample, |r| {
-            let text = r.prompt.plain_text();
-            let (a, b) = text
-                .trim_end_matches(" =")
-                .split_once(" + ")
-                .ok_or("not a sum")?;
-            let (a, b): (u64, u64) = (a.parse().map_err(|_| "a")?, b.parse().map_err(|_| "b")?);
-            Ok(if a == 0 {
-                "no idea".into()
-            } else {
-                (a + b).to_string()
-            })
+    fn answer(&self, text: &String) -> Result<String, String> {
+        let (a, b) = text
+            .trim_end_matches(" =")
+            .split_once(" + ")
+            .ok_or("not a sum")?;
+        let (a, b): (u64, u64) = (a.parse().map_err(|_| "a")?, b.parse().map_err(|_| "b")?);
+        Ok(if a == 0 {
+            "no idea".into()
+        } else {
+            (a + b).to_string()
         })
     }
 }
@@ -233,6 +232,14 @@ fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alo
 /// `refuse` holds; it says when it is idle, as a served backend does.
 struct Refuser {
     refuse: bool,
+    adder: Box<dyn Backend>,
+}
+
+impl Refuser {
+    fn new(sums: &Sums, refuse: bool) -> Refuser {
+        let adder = sums.baseline("adder").expect("the adder");
+        Refuser { refuse, adder }
+    }
 }
 
 impl Backend for Refuser {
@@ -244,7 +251,7 @@ impl Backend for Refuser {
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
-        Adder.generate_each(requests, on_sample)
+        self.adder.generate_each(requests, on_sample)
     }
     fn generate_handing_over(
         &mut self,
@@ -253,7 +260,7 @@ impl Backend for Refuser {
     ) -> Result<(), EngineError> {
         let refused = &requests[0].id.clone();
         let refuse = self.refuse;
-        Adder.generate_each(requests, &mut |s| {
+        self.adder.generate_each(requests, &mut |s| {
             if refuse && s.request_id == *refused && s.seed == 43 {
                 on(Handover::Failed {
                     request_id: s.request_id,
@@ -274,7 +281,7 @@ fn a_sample_that_cannot_be_had_is_kept_failed_skipped_on_resume_and_retried_when
     std::fs::remove_dir_all(&dir).ok();
     let sums = Sums::new(5);
     let m = manifest(&sums, &json!({"name": "refuser"}), &json!({}), "test");
-    let mut refuser = Refuser { refuse: true };
+    let mut refuser = Refuser::new(&sums, true);
     let first = execute(&mut refuser, &sums, &m, &dir, "refuser", &mut Quiet).unwrap();
     assert_eq!((first.running.generated, first.failed), (9, 1));
     assert!(
@@ -293,7 +300,7 @@ fn a_sample_that_cannot_be_had_is_kept_failed_skipped_on_resume_and_retried_when
     assert_eq!(journaled(), 9);
 
     // A resume skips it, even from a backend that would answer now.
-    let mut answering = Refuser { refuse: false };
+    let mut answering = Refuser::new(&sums, false);
     let again = execute(&mut answering, &sums, &m, &dir, "refuser", &mut Quiet).unwrap();
     assert_eq!((again.running.generated, again.failed), (0, 1));
 

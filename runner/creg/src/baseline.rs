@@ -8,7 +8,7 @@ use crate::model::{self, Facts, ModelError, Variant};
 use crate::record::*;
 use crate::render::question::Question;
 use crate::spec::NormativeSpec;
-use runner_engine::{Backend, EngineError, Request, Sample};
+use runner_core::baseline::{Answers, BaselineBackend};
 use serde_json::{json, Value};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -210,58 +210,44 @@ pub fn answer(system: System, s: &Scenario, q: Question) -> Result<String, Model
     }
 }
 
-/// A baseline system behind the [`Backend`](runner_engine::Backend) trait, so that it
-/// takes the runner's whole path (plan, journal, streaming scorer, reports) like a
-/// model. It reads the scenario, not the prompt: `questions` maps each request id to
-/// the scenario and question it asks. Its answer depends on neither condition nor seed.
-pub struct BaselineBackend {
+/// A baseline system's answers, behind the [`Backend`](runner_engine::Backend) trait
+/// through [`runner_core::baseline::BaselineBackend`], so that it takes the runner's
+/// whole path (plan, journal, streaming scorer, reports) like a model. It reads the
+/// scenario, not the prompt: each request asks a question of a scenario. Its answer
+/// depends on neither condition nor seed.
+pub struct CregAnswers {
     system: System,
     scenarios: std::collections::HashMap<ScenarioId, Scenario>,
-    questions: std::collections::HashMap<runner_engine::id::RequestId, (ScenarioId, Question)>,
 }
 
-impl BaselineBackend {
-    pub fn new(
-        system: System,
-        suite: &[Scenario],
-        questions: impl IntoIterator<Item = (runner_engine::id::RequestId, ScenarioId, Question)>,
-    ) -> BaselineBackend {
-        BaselineBackend {
-            system,
-            scenarios: suite.iter().map(|s| (s.id.clone(), s.clone())).collect(),
-            questions: questions
-                .into_iter()
-                .map(|(id, s, q)| (id, (s, q)))
-                .collect(),
-        }
-    }
+/// The baseline `system` over `suite`, for requests asking `questions`.
+pub fn backend(
+    system: System,
+    suite: &[Scenario],
+    questions: impl IntoIterator<Item = (runner_engine::id::RequestId, ScenarioId, Question)>,
+) -> BaselineBackend<CregAnswers> {
+    let answers = CregAnswers {
+        system,
+        scenarios: suite.iter().map(|s| (s.id.clone(), s.clone())).collect(),
+    };
+    BaselineBackend::new(
+        answers,
+        questions.into_iter().map(|(id, s, q)| (id, (s, q))),
+    )
 }
 
-impl Backend for BaselineBackend {
+impl Answers for CregAnswers {
+    type Question = (ScenarioId, Question);
+
     fn describe(&self) -> String {
         format!("baseline {} (no network)", self.system)
     }
 
-    fn preferred_batch(&self) -> usize {
-        512
-    }
-
-    fn generate_each(
-        &mut self,
-        requests: &[Request],
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        runner_core::baseline::answer_each(requests, on_sample, |r| {
-            let (scenario, question) = self
-                .questions
-                .get(&r.id)
-                .ok_or("not a request of this baseline's plan")?;
-            let s = self
-                .scenarios
-                .get(scenario)
-                .ok_or_else(|| format!("scenario {scenario} is not in the suite"))?;
-            answer(self.system, s, *question)
-                .map_err(|e| format!("the normative model failed: {e}"))
-        })
+    fn answer(&self, (scenario, question): &(ScenarioId, Question)) -> Result<String, String> {
+        let s = self
+            .scenarios
+            .get(scenario)
+            .ok_or_else(|| format!("scenario {scenario} is not in the suite"))?;
+        answer(self.system, s, *question).map_err(|e| format!("the normative model failed: {e}"))
     }
 }

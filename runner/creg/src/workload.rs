@@ -4,7 +4,7 @@
 
 pub mod identity;
 
-use crate::baseline::{BaselineBackend, System};
+use crate::baseline::{self, System};
 use crate::plan::{self, PlanSpec};
 use crate::record::{Scenario, ScenarioId};
 use crate::render::question::Question;
@@ -301,11 +301,7 @@ impl Workload for CregWorkload {
                 question(&j.task, j.step)?,
             ))
         });
-        Some(Box::new(BaselineBackend::new(
-            system,
-            &self.suite,
-            questions,
-        )))
+        Some(Box::new(baseline::backend(system, &self.suite, questions)))
     }
 }
 

@@ -10,15 +10,14 @@
 //!   stale on every derived and multi-hop item.
 
 //!
-//! [`ProbeBaselineBackend`] puts them behind the [`Backend`] trait; like the CREG
+//! [`backend`] puts them behind the [`Backend`] trait; like the CREG
 //! baselines it reads the items, not the prompt. An abstention reads "unknown".
 
 use crate::records::{Axis, PitItem, ProbeItem};
 use crate::render::{Phase, Question};
 use crate::response::{Answer, PitResponse, ProbeResponse};
+use runner_core::baseline::{Answers, BaselineBackend};
 use runner_engine::id::RequestId;
-use runner_engine::{Backend, EngineError, Request, Sample};
-use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum System {
@@ -168,54 +167,38 @@ fn no_propagation_probe(item: &ProbeItem) -> ProbeResponse {
     }
 }
 
-pub struct ProbeBaselineBackend {
+/// A Probe baseline system's answers over the items its questions point into, behind
+/// the [`Backend`](runner_engine::Backend) trait through
+/// [`runner_core::baseline::BaselineBackend`].
+pub struct ProbeAnswers {
     system: System,
     core: Vec<ProbeItem>,
     pit: Vec<PitItem>,
-    questions: HashMap<RequestId, Question>,
 }
 
-impl ProbeBaselineBackend {
-    /// `core` and `pit` are the items the questions' indices point into.
-    pub fn new(
-        system: System,
-        core: Vec<ProbeItem>,
-        pit: Vec<PitItem>,
-        questions: impl IntoIterator<Item = (RequestId, Question)>,
-    ) -> ProbeBaselineBackend {
-        ProbeBaselineBackend {
-            system,
-            core,
-            pit,
-            questions: questions.into_iter().collect(),
-        }
-    }
+/// The baseline `system` over `core` and `pit` (the items the questions' indices point
+/// into), for requests asking `questions`.
+pub fn backend(
+    system: System,
+    core: Vec<ProbeItem>,
+    pit: Vec<PitItem>,
+    questions: impl IntoIterator<Item = (RequestId, Question)>,
+) -> BaselineBackend<ProbeAnswers> {
+    BaselineBackend::new(ProbeAnswers { system, core, pit }, questions)
 }
 
-impl Backend for ProbeBaselineBackend {
+impl Answers for ProbeAnswers {
+    type Question = Question;
+
     fn describe(&self) -> String {
         format!("Probe baseline {} (no network)", self.system)
     }
 
-    fn preferred_batch(&self) -> usize {
-        512
-    }
-
-    fn generate_each(
-        &mut self,
-        requests: &[Request],
-        on_sample: &mut dyn FnMut(Sample),
-    ) -> Result<(), EngineError> {
-        runner_core::baseline::answer_each(requests, on_sample, |r| {
-            let question = self
-                .questions
-                .get(&r.id)
-                .ok_or("not a request of this baseline's plan")?;
-            self.system
-                .answer(&self.core, &self.pit, *question)
-                .map(|a| a.text)
-                .ok_or_else(|| "the question points past the Probe items".to_string())
-        })
+    fn answer(&self, question: &Question) -> Result<String, String> {
+        self.system
+            .answer(&self.core, &self.pit, *question)
+            .map(|a| a.text)
+            .ok_or_else(|| "the question points past the Probe items".to_string())
     }
 }
 
@@ -223,7 +206,7 @@ impl Backend for ProbeBaselineBackend {
 mod tests {
     use super::*;
     use crate::generator::{generate_pit, generate_probe};
-    use runner_engine::{Prompt, Sampling};
+    use runner_engine::{Backend, Prompt, Request, Sampling};
 
     fn request(id: &str, seeds: Vec<u64>) -> Request {
         Request {
@@ -260,7 +243,7 @@ mod tests {
         ];
         let gold_pre = core[0].gold_pre.to_string();
         let gold_pit = pit[0].queries[1].gold.to_string();
-        let mut b = ProbeBaselineBackend::new(System::Oracle, core, pit, questions);
+        let mut b = backend(System::Oracle, core, pit, questions);
         let out = b
             .generate(&[
                 request("a", vec![1, 2]),

@@ -26,7 +26,6 @@
 
 pub mod identity;
 
-use crate::baseline::ProbeBaselineBackend;
 use crate::baseline::System;
 use crate::plan::{first_per_domain, ProbePlan};
 use crate::records::{PitItem, ProbeItem};
@@ -367,7 +366,7 @@ impl Workload for ProbeWorkload {
             .iter()
             .zip(&self.questions)
             .map(|(j, q)| (j.request.id.clone(), *q));
-        Some(Box::new(ProbeBaselineBackend::new(
+        Some(Box::new(crate::baseline::backend(
             system,
             self.set.core_items().to_vec(),
             self.set.pit_items().to_vec(),
