@@ -242,6 +242,19 @@ impl Browser {
             }
         }
         self.samples.push(BrowserSample {
+            category,
+            metrics,
+            parsed: r.scores.clone(),
+            ..BrowserSample::of(model, r)
+        });
+    }
+}
+
+impl BrowserSample {
+    /// What the journal says of a sample (where it belongs, its text and ending), with
+    /// no group, category, facets, metrics, reading or reference: a suite adds those.
+    pub fn of(model: &str, r: &SampleRecord) -> BrowserSample {
+        BrowserSample {
             model: model.to_string(),
             condition: r.condition.clone(),
             task: r.task.clone(),
@@ -249,16 +262,16 @@ impl Browser {
             seed: r.seed,
             scenario: r.scenario.clone(),
             group: String::new(),
-            category,
+            category: String::new(),
             facets: Facets::default(),
             why: None,
-            metrics,
+            metrics: BTreeMap::new(),
             request_id: r.request_id.clone(),
             text: r.text.clone(),
             finish: finish_name(r.finish_reason),
-            parsed: r.scores.clone(),
+            parsed: Value::Null,
             reference: None,
-        });
+        }
     }
 }
 

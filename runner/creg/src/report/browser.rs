@@ -8,7 +8,7 @@ use crate::score::aggregate::{reliability_bin, reliability_bin_label};
 use crate::score::contract;
 use crate::score::sample::SampleScore;
 use runner_core::journal::SampleRecord;
-use runner_core::report::browser::{finish_name, Browser, BrowserSample, Facets};
+use runner_core::report::browser::{Browser, BrowserSample, Facets};
 use runner_engine::FinishReason;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -32,12 +32,6 @@ pub fn push_sample(
         browser.references.insert(key.clone(), reference(s, q));
     }
     browser.samples.push(BrowserSample {
-        model: model.to_string(),
-        condition: r.condition.clone(),
-        task: r.task.clone(),
-        step: r.step,
-        seed: r.seed,
-        scenario: r.scenario.clone(),
         group: s.metadata.trajectory_regime.to_string(),
         category: score.category().to_string(),
         facets: stated_bin(score),
@@ -47,11 +41,9 @@ pub fn push_sample(
             .into_iter()
             .filter_map(|(k, v)| Some((k.to_string(), v?)))
             .collect(),
-        request_id: r.request_id.clone(),
-        text: r.text.clone(),
-        finish: finish_name(r.finish_reason),
         parsed,
         reference: Some(key),
+        ..BrowserSample::of(model, r)
     });
 }
 
