@@ -36,15 +36,7 @@ impl ModelSource for EngineModels<'_> {
         prompts: &[&runner_engine::Prompt],
         max_new_tokens: usize,
     ) -> Result<Option<Loaded>, RunError> {
-        Ok(
-            open::open(model, prompts, max_new_tokens, &self.0)?.map(|o| Loaded {
-                backend: o.backend,
-                label: o.label,
-                identity: o.identity,
-                context: o.context,
-                warnings: o.warnings,
-            }),
-        )
+        Ok(open::open(model, prompts, max_new_tokens, &self.0)?)
     }
 
     fn names(&self) -> Vec<String> {

@@ -144,6 +144,19 @@ pub enum Handover {
     Idle,
 }
 
+/// A backend ready to run, with what a run's manifest records of it.
+pub struct Loaded {
+    pub backend: Box<dyn Backend>,
+    /// The name of the model's folder under `--out` and in reports.
+    pub label: String,
+    /// What defines the model's answers (part of the run's identity).
+    pub identity: serde_json::Value,
+    /// Where it runs (may differ between sessions of one run).
+    pub context: serde_json::Value,
+    /// Warnings to show once (the CPU fallback, a base model's plain-text prompts).
+    pub warnings: Vec<String>,
+}
+
 /// A system that answers requests. Samples are handed to `on_sample` as soon as they are
 /// finished (in no particular order), so the caller can journal them while others run.
 pub trait Backend {

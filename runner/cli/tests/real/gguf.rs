@@ -173,17 +173,23 @@ fn runner_generate_takes_a_gguf_file_as_its_model() {
         .arg(&file)
         .output()
         .unwrap();
+    let v = generated(&o);
+    assert_eq!(v["model"], "gemma-3-270m-q4_k_m");
+    assert!(v["engine"].as_str().unwrap().contains("Q4_K"), "{v}");
+    assert_eq!(v["token_ids"].as_array().unwrap().len(), 8, "{v}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// What a `runner generate` that must succeed printed.
+#[track_caller]
+fn generated(o: &std::process::Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(v["model"], "gemma-3-270m-q4_k_m");
-    assert!(v["engine"].as_str().unwrap().contains("Q4_K"), "{v}");
-    assert_eq!(v["token_ids"].as_array().unwrap().len(), 8, "{v}");
-    let _ = std::fs::remove_dir_all(dir);
+    serde_json::from_str(stdout.trim()).unwrap()
 }
 
 /// `runner generate --model NAME` for a `[gguf]` entry of the panel file `panel`, with
@@ -237,14 +243,11 @@ fn a_panel_gguf_entry_runs_the_pinned_file_and_refuses_another() {
         path
     };
 
-    let o = generate_pinned("smollm2-q4_1", &panel_with(&sha256), &dir.join("hub"));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v = generated(&generate_pinned(
+        "smollm2-q4_1",
+        &panel_with(&sha256),
+        &dir.join("hub"),
+    ));
     assert_eq!(v["model"], "smollm2-q4_1");
     assert!(v["engine"].as_str().unwrap().contains("Q4_1"), "{v}");
     assert_eq!(v["token_ids"].as_array().unwrap().len(), 4, "{v}");

@@ -11,7 +11,6 @@ use creg::frozen;
 use creg::render::manifest::render_file;
 use creg::render::{Condition, Renderer, Task};
 use rayon::prelude::*;
-use rayon::prelude::*;
 use runner_engine::candle::chat_template::ChatTemplate;
 use runner_engine::candle::load::gguf_tokenizer::chat_from_gguf_file;
 use runner_engine::digest::sha256_hex;

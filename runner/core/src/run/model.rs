@@ -4,21 +4,9 @@
 //! records about it. Core knows the `Backend` trait, not how a model is loaded.
 
 use crate::run::{RunError, Workload};
-use runner_engine::{Backend, Prompt};
-use serde_json::{json, Value};
-
-/// A backend ready to run, with its manifest entries.
-pub struct Loaded {
-    pub backend: Box<dyn Backend>,
-    /// The name of the model's folder under `--out` and in reports.
-    pub label: String,
-    /// What defines the model's answers (part of the run's identity).
-    pub identity: Value,
-    /// Where it runs (may differ between sessions of one run).
-    pub context: Value,
-    /// Warnings to show once (the CPU fallback, a base model's plain-text prompts).
-    pub warnings: Vec<String>,
-}
+pub use runner_engine::Loaded;
+use runner_engine::Prompt;
+use serde_json::json;
 
 /// Where `--model` is looked up after the workload's baselines.
 pub trait ModelSource {

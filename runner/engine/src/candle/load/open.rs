@@ -9,8 +9,8 @@ use crate::candle::load::limits::{check_context, Remedy};
 use crate::candle::weights::LoadOptions;
 use crate::candle::{select_device, BatchLimits, DeviceChoice, Engine};
 use crate::digest::sha256_hex;
-use crate::{Backend, EngineError, Prompt};
-use serde_json::{json, Value};
+use crate::{Backend, EngineError, Loaded, Prompt};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// How a local model is loaded.
@@ -25,19 +25,6 @@ pub struct LocalOptions<'a> {
     pub chat_template: Option<PathBuf>,
 }
 
-/// A loaded model with its manifest entries.
-pub struct Opened {
-    pub backend: Box<dyn Backend>,
-    /// The name of the model's folder under `--out` and in reports.
-    pub label: String,
-    /// What defines the model's answers (part of the run's identity).
-    pub identity: Value,
-    /// Where it runs (may differ between sessions of one run).
-    pub context: Value,
-    /// Warnings to show once (the CPU fallback, a base model's plain-text prompts).
-    pub warnings: Vec<String>,
-}
-
 /// `model` as a panel name, a folder or a GGUF file, loaded for `prompts` and up to
 /// `max_new_tokens` new tokens; `None` when it names none of these.
 pub fn open(
@@ -45,7 +32,7 @@ pub fn open(
     prompts: &[&Prompt],
     max_new_tokens: usize,
     opts: &LocalOptions,
-) -> Result<Option<Opened>, EngineError> {
+) -> Result<Option<Loaded>, EngineError> {
     let Some(hub::Resolved {
         mut files,
         label,
@@ -102,7 +89,7 @@ pub fn open(
     if engine.template().is_plain() {
         identity["prompt_format"] = json!(PLAIN_PROMPT_FORMAT);
     }
-    Ok(Some(Opened {
+    Ok(Some(Loaded {
         label,
         identity,
         context: json!({"device": device_name, "backend": engine.describe()}),
