@@ -35,26 +35,28 @@ pub fn quantize(x: &[f32], rows: usize, k: usize) -> Rows {
         scale: vec![0.0; rows * blocks],
         offset: vec![0; rows * blocks],
     };
-    let each = |(((x, q), scale), offset): (((&[f32], &mut [i8]), &mut [f32]), &mut [i32])| {
-        let (xs, qs) = (x.chunks_exact(BLOCK), q.chunks_exact_mut(BLOCK));
-        for (((x, q), s), o) in xs.zip(qs).zip(scale).zip(offset) {
-            (*s, *o) = block(x, q);
-        }
-    };
     if rows * k < 1 << 16 {
         x.chunks_exact(k)
             .zip(out.q.chunks_exact_mut(k))
             .zip(out.scale.chunks_exact_mut(blocks))
             .zip(out.offset.chunks_exact_mut(blocks))
-            .for_each(each);
+            .for_each(|(((x, q), s), o)| row(x, q, s, o));
     } else {
         x.par_chunks_exact(k)
             .zip(out.q.par_chunks_exact_mut(k))
             .zip(out.scale.par_chunks_exact_mut(blocks))
             .zip(out.offset.par_chunks_exact_mut(blocks))
-            .for_each(each);
+            .for_each(|(((x, q), s), o)| row(x, q, s, o));
     }
     out
+}
+
+/// One row: its values into `q`, its blocks' scales and offset terms.
+fn row(x: &[f32], q: &mut [i8], scale: &mut [f32], offset: &mut [i32]) {
+    let (xs, qs) = (x.chunks_exact(BLOCK), q.chunks_exact_mut(BLOCK));
+    for (((x, q), s), o) in xs.zip(qs).zip(scale).zip(offset) {
+        (*s, *o) = block(x, q);
+    }
 }
 
 /// 1.5 x 2^23: adding it to an f32 below 2^22 in magnitude and taking it off again
