@@ -9,7 +9,7 @@
 //! instruction set, so a row gets the same bits alone as in any batch, and every
 //! kernel the bits of the portable one.
 
-use super::q8::{self, Panels, BLOCK, BLOCK_BYTES, OFFSET};
+use super::q8::{Panels, BLOCK, BLOCK_BYTES, GROUP};
 use super::q8_rows::{self, Rows};
 use super::{split_groups, Isa, SendPtr, PANEL};
 
@@ -75,9 +75,7 @@ pub(super) unsafe fn run(
         Isa::Scalar => split_groups(panels, 1, work, |g| portable(&job, g)),
         // Safety: `available_isas` checked the features.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => {
-            split_groups(panels, 1, work, |g| unsafe { portable_fma(&job, g) })
-        }
+        Isa::Avx2 | Isa::Avx512 => split_groups(panels, 1, work, |g| unsafe { x86::avx2(&job, g) }),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
             split_groups(panels, x86::PANELS, work, |g| unsafe { x86::vnni(&job, g) })
@@ -86,7 +84,6 @@ pub(super) unsafe fn run(
 }
 
 /// The portable kernel: panel `p`, every row.
-#[inline(always)]
 fn portable(job: &Job, p: usize) {
     let (blocks, k) = (job.w.blocks, job.k);
     for r in 0..job.rows {
@@ -100,27 +97,28 @@ fn portable(job: &Job, p: usize) {
                 )
             };
             let xq = &job.x.q[r * k + b * BLOCK..][..BLOCK];
-            let xs = job.x.scale[r * blocks + b];
-            for (lane, (a, &s)) in acc.iter_mut().zip(scales).enumerate() {
-                let mut dot = 0i32;
-                for (d, &q) in xq.iter().enumerate() {
-                    dot += (values[q8::value_at(lane, d)] as i32 - OFFSET) * q as i32;
+            let (xs, offset) = (job.x.scale[r * blocks + b], job.x.offset[r * blocks + b]);
+            // The stored bytes times x, less the offset's share: the dot of the int8
+            // values, as `vpdpbusd` forms it (in an order that vectorises).
+            let mut dots = [0i32; PANEL];
+            for (x4, group) in xq
+                .chunks_exact(GROUP)
+                .zip(values.chunks_exact(GROUP * PANEL))
+            {
+                for (dot, w4) in dots.iter_mut().zip(group.chunks_exact(GROUP)) {
+                    for (&w, &x) in w4.iter().zip(x4) {
+                        *dot += w as i32 * x as i32;
+                    }
                 }
+            }
+            for ((a, &s), dot) in acc.iter_mut().zip(scales).zip(dots) {
                 let scale = half::f16::from_bits(s).to_f32() * xs;
-                *a = (dot as f32).mul_add(scale, *a);
+                *a = ((dot - offset) as f32).mul_add(scale, *a);
             }
         }
         // Safety: (r, p) is in the output.
         unsafe { std::ptr::write_unaligned(job.out(r, p).cast::<[f32; PANEL]>(), acc) };
     }
-}
-
-/// The portable kernel compiled with AVX2 and FMA: the same operations, so the same
-/// bits, with `mul_add` one instruction rather than a library call.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn portable_fma(job: &Job, p: usize) {
-    portable(job, p)
 }
 
 #[cfg(target_arch = "x86_64")]
