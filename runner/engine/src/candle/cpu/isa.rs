@@ -12,6 +12,10 @@ pub enum Isa {
     /// AVX-512F, beside AVX2.
     #[cfg(target_arch = "x86_64")]
     Avx512,
+    /// AVX-512F, BW and VNNI (integer dot products of bytes), beside AVX2: the q8_0
+    /// product's integer kernel; the float kernels run as on `Avx512`.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
 }
 
 /// The instruction sets this machine runs, widest last.
@@ -25,6 +29,9 @@ pub fn available_isas() -> Vec<Isa> {
             v.push(Isa::Avx2);
             if has!("avx512f") {
                 v.push(Isa::Avx512);
+                if has!("avx512bw") && has!("avx512vnni") {
+                    v.push(Isa::Avx512Vnni);
+                }
             }
         }
     }

@@ -11,10 +11,6 @@ pub(crate) trait Lanes: Copy {
     fn zero() -> Self;
     unsafe fn load(p: *const f32) -> Self;
     unsafe fn load_bf16(p: *const u16) -> Self;
-    /// 16 f16 values (q8_0's scales) as f32, exactly.
-    unsafe fn load_f16(p: *const u16) -> Self;
-    /// 16 int8 values times `scale`: exact, as int8 times an f16 value fits in f32.
-    unsafe fn load_q8(p: *const i8, scale: Self) -> Self;
     /// `self + x * w`, rounded once per lane.
     fn fma(self, x: f32, w: Self) -> Self;
     unsafe fn store(self, p: *mut f32);
@@ -36,20 +32,6 @@ impl Lanes for Scalar {
     unsafe fn load_bf16(p: *const u16) -> Self {
         let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
         Scalar(bits.map(|b| f32::from_bits((b as u32) << 16)))
-    }
-    #[inline(always)]
-    unsafe fn load_f16(p: *const u16) -> Self {
-        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
-        Scalar(bits.map(|b| half::f16::from_bits(b).to_f32()))
-    }
-    #[inline(always)]
-    unsafe fn load_q8(p: *const i8, scale: Self) -> Self {
-        let q: [i8; PANEL] = std::ptr::read_unaligned(p.cast());
-        let mut v = [0f32; PANEL];
-        for ((v, q), s) in v.iter_mut().zip(q).zip(scale.0) {
-            *v = q as f32 * s;
-        }
-        Scalar(v)
     }
     #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {

@@ -13,11 +13,12 @@
 //! The weights are packed into panels of [`PANEL`] outputs, depth-major (`[panel][k][16]`),
 //! so that one depth step of a panel is one contiguous vector load. They are kept in
 //! the checkpoint's format: f32, or bf16 widened to f32 in registers (exact), so a
-//! bf16 model takes half the memory and half the bandwidth of its f32 copy. Or they are
-//! quantized at load to GGML's q8_0 (int8 in blocks of 32 depths with an f16 scale,
-//! [`q8`]), widened and scaled in registers: int8 times an f16 scale is exact in f32, so
-//! the product is the f32 product on the dequantized weights, bit for bit, with the
-//! activations kept in f32 (GGML's own q8_0 product rounds them to int8 too).
+//! bf16 model takes half the memory and half the bandwidth of its f32 copy.
+//!
+//! Or they are quantized at load to GGML's q8_0 (int8 in blocks of 32 depths with an
+//! f16 scale, [`q8`]) and multiplied as GGML does, by integer dot products with the
+//! activations quantized to int8 per row at each product ([`q8_dot`]): the chains are
+//! then over blocks rather than depths, with the same invariance.
 
 pub use crate::candle::cpu::isa::{best_isa, Isa};
 use crate::candle::cpu::lanes::{Lanes, Scalar};
@@ -54,7 +55,7 @@ enum Store {
     /// bf16 bit patterns.
     Bf16(Lines<u16>),
     /// q8_0 panels ([`q8`]).
-    Q8(Lines<u8>),
+    Q8(q8::Panels),
 }
 
 /// A (n, k) weight in panels, for `x W^T`.
@@ -167,7 +168,10 @@ impl PackedWeight {
         match &self.store {
             Store::F32(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
             Store::Bf16(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
-            Store::Q8(w) => dispatch(isa, &self.job(x, rows, out, w.as_slice())),
+            Store::Q8(w) => {
+                let panels = self.n.div_ceil(PANEL);
+                q8_dot::run(w, x, rows, self.k, panels, out, isa)
+            }
         }
     }
 
@@ -188,7 +192,6 @@ impl PackedWeight {
             panels: width / PANEL,
             width,
             panel_len: W::panel_len(self.k),
-            origin: (0, 0),
             _life: std::marker::PhantomData,
         }
     }
@@ -227,9 +230,6 @@ struct Job<'a, W> {
     width: usize,
     /// Units of `w` per panel.
     panel_len: usize,
-    /// The panel and depth that `w` starts at: (0, 0) for a whole weight, a group's
-    /// first panel and a block's first depth for panels widened to f32 ([`group`]).
-    origin: (usize, usize),
     _life: std::marker::PhantomData<&'a W>,
 }
 
@@ -248,15 +248,23 @@ fn dispatch<W: Weight>(isa: Isa, job: &Job<W>) {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => split(job, x86::AVX2_PANELS, |g| unsafe { x86::avx2(job, g) }),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => split(job, x86::AVX512_PANELS, |g| unsafe { x86::avx512(job, g) }),
+        Isa::Avx512 | Isa::Avx512Vnni => {
+            split(job, x86::AVX512_PANELS, |g| unsafe { x86::avx512(job, g) })
+        }
     }
 }
 
 /// Runs `group` for every group of `np` panels, across threads unless the product is
 /// too small to share.
 fn split<W>(job: &Job<W>, np: usize, group: impl Fn(usize) + Sync + Send) {
-    let groups = job.panels.div_ceil(np);
-    if job.rows * job.k * job.panels < 1 << 15 {
+    split_groups(job.panels, np, job.rows * job.k * job.panels, group)
+}
+
+/// Runs `group` for every group of `np` of `panels` panels, across threads unless the
+/// product's `work` (rows x depth x panels) is too small to share.
+fn split_groups(panels: usize, np: usize, work: usize, group: impl Fn(usize) + Sync + Send) {
+    let groups = panels.div_ceil(np);
+    if work < 1 << 15 {
         (0..groups).for_each(group);
     } else {
         (0..groups).into_par_iter().for_each(group);
@@ -266,51 +274,17 @@ fn split<W>(job: &Job<W>, np: usize, group: impl Fn(usize) + Sync + Send) {
 /// Group `g` of `NP` panels: walks the depth in blocks and, per block, every tile of
 /// up to `MR` rows. Inlined into each instruction set's entry point, so that the
 /// kernel is compiled with its features.
-///
-/// Weights that take work to widen (q8_0's int8 times a scale) are widened once per
-/// block into f32 panels when enough row tiles will read them, instead of once per
-/// tile: the same values (the product is exact either way), so the same bits, and a
-/// prefill's q8_0 products run at f32's speed. A few rows (decode) widen in registers.
 #[inline(always)]
 fn group<L: Lanes, W: Weight, const MR: usize, const NP: usize>(job: &Job<W>, g: usize) {
     let first = g * NP;
     let count = NP.min(job.panels - first);
-    let widen = W::WIDEN_AHEAD && job.rows >= WIDEN_ROWS * MR;
-    // On cache lines, as the packed panels are.
-    let mut widened = Lines::<f32>::zeroed(if widen {
-        count * DEPTH_BLOCK.min(job.k) * PANEL
-    } else {
-        0
-    });
     let mut k0 = 0;
     while k0 < job.k {
         let k1 = (k0 + DEPTH_BLOCK).min(job.k);
-        if widen {
-            // Safety: the group's panels hold depths k0..k1, and `widened` has room
-            // for `count` panels of that depth.
-            unsafe { widen_block::<L, W>(job, first, count, k0, k1, widened.as_mut_slice()) };
-            let view = Job::<f32> {
-                x: job.x,
-                w: widened.as_slice().as_ptr(),
-                out: job.out,
-                rows: job.rows,
-                k: job.k,
-                panels: job.panels,
-                width: job.width,
-                panel_len: (k1 - k0) * PANEL,
-                origin: (first, k0),
-                _life: std::marker::PhantomData,
-            };
-            row_tiles::<L, f32, MR, NP>(&view, first, count, k0, k1);
-        } else {
-            row_tiles::<L, W, MR, NP>(job, first, count, k0, k1);
-        }
+        row_tiles::<L, W, MR, NP>(job, first, count, k0, k1);
         k0 = k1;
     }
 }
-
-/// Row tiles with at least this many tiles of rows widen their weights ahead.
-const WIDEN_ROWS: usize = 4;
 
 /// Every tile of rows over panels `first..first + count`, depths `k0..k1`.
 #[inline(always)]
@@ -332,36 +306,6 @@ fn row_tiles<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
             }
         }
         r += mr;
-    }
-}
-
-/// Panels `first..first + count` of `job` at depths `k0..k1`, as f32 panels of depth
-/// `k1 - k0` in `dst`.
-///
-/// # Safety
-/// The panels exist in `job` at those depths, and `dst` holds `count` such panels.
-#[inline(always)]
-unsafe fn widen_block<L: Lanes, W: Weight>(
-    job: &Job<W>,
-    first: usize,
-    count: usize,
-    k0: usize,
-    k1: usize,
-    dst: &mut [f32],
-) {
-    let depth = k1 - k0;
-    for j in 0..count {
-        let panel = job.w.add((first + j) * job.panel_len);
-        let out = dst.as_mut_ptr().add(j * depth * PANEL);
-        let mut d0 = k0;
-        while d0 < k1 {
-            let d1 = if W::STEP >= k1 - d0 { k1 } else { d0 + W::STEP };
-            let scale = W::scale::<L>(panel, d0);
-            for d in d0..d1 {
-                W::load::<L>(panel, d, scale).store(out.add((d - k0) * PANEL));
-            }
-            d0 = d1;
-        }
     }
 }
 
@@ -407,31 +351,19 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
         }
     }
     let panel_len = job.panel_len;
-    let (p0, dw) = job.origin;
-    let w = job.w.add((p - p0) * panel_len);
+    let w = job.w.add(p * panel_len);
     let x = job.x.add(r * job.k);
-    // Steps of depths that share their scales (all of k0..k1 for unscaled weights);
-    // a depth block is a whole number of steps.
-    let mut d0 = k0;
-    while d0 < k1 {
-        let d1 = if W::STEP >= k1 - d0 { k1 } else { d0 + W::STEP };
-        let mut scales = [L::zero(); NP];
-        for (j, s) in scales.iter_mut().enumerate() {
-            *s = W::scale::<L>(w.add(j * panel_len), d0 - dw);
+    for d in k0..k1 {
+        let mut ws = [L::zero(); NP];
+        for (j, v) in ws.iter_mut().enumerate() {
+            *v = W::load::<L>(w.add(j * panel_len), d);
         }
-        for d in d0..d1 {
-            let mut ws = [L::zero(); NP];
-            for (j, v) in ws.iter_mut().enumerate() {
-                *v = W::load::<L>(w.add(j * panel_len), d - dw, scales[j]);
-            }
-            for (i, a) in acc.iter_mut().enumerate() {
-                let xv = *x.add(i * job.k + d);
-                for (j, v) in a.iter_mut().enumerate() {
-                    *v = v.fma(xv, ws[j]);
-                }
+        for (i, a) in acc.iter_mut().enumerate() {
+            let xv = *x.add(i * job.k + d);
+            for (j, v) in a.iter_mut().enumerate() {
+                *v = v.fma(xv, ws[j]);
             }
         }
-        d0 = d1;
     }
     for (i, a) in acc.iter().enumerate() {
         for (j, v) in a.iter().enumerate() {
@@ -442,6 +374,8 @@ unsafe fn tile<L: Lanes, W: Weight, const MR: usize, const NP: usize>(
 
 mod lines;
 mod q8;
+mod q8_dot;
+mod q8_rows;
 mod weight;
 #[cfg(target_arch = "x86_64")]
 mod x86;

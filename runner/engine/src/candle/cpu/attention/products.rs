@@ -50,7 +50,7 @@ pub fn pack_keys(
         let first = p * PANEL;
         let whole = first + PANEL <= hi + 1;
         #[cfg(target_arch = "x86_64")]
-        if whole && isa == Isa::Avx512 && d.is_multiple_of(PANEL) {
+        if whole && matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(PANEL) {
             // SAFETY: the CPU has AVX-512F (the caller's `isa`); the panel's 16 keys
             // end at slot hi at most, inside `keys`, and `panel` holds 16 x d floats.
             unsafe { x86::transpose_panel(panel, keys.as_ptr().add(first * k_rs), k_rs, d) };
@@ -124,7 +124,7 @@ pub fn attend(isa: Isa, s: &Stacked, scores: &mut Vec<f32>, out: &mut [f32], sum
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => x86::avx2(&job),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => x86::avx512(&job),
+            Isa::Avx512 | Isa::Avx512Vnni => x86::avx512(&job),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The AVX2 and AVX-512 builds of [`Lanes`]: the scalar build's chains, one output
-//! per f32 lane. AVX2's takes F16C for q8_0's scales (every AVX2 caller has it).
+//! per f32 lane.
 
 use super::{Lanes, PANEL};
 use std::arch::x86_64::*;
@@ -20,21 +20,6 @@ impl Lanes for Avx2 {
     #[inline(always)]
     unsafe fn load_bf16(p: *const u16) -> Self {
         Avx2([widen8(p), widen8(p.add(8))])
-    }
-    #[inline(always)]
-    unsafe fn load_f16(p: *const u16) -> Self {
-        Avx2([
-            _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
-            _mm256_cvtph_ps(_mm_loadu_si128(p.add(8).cast())),
-        ])
-    }
-    #[inline(always)]
-    unsafe fn load_q8(p: *const i8, scale: Self) -> Self {
-        let q = |p: *const i8| _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast())));
-        Avx2([
-            _mm256_mul_ps(q(p), scale.0[0]),
-            _mm256_mul_ps(q(p.add(8)), scale.0[1]),
-        ])
     }
     #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {
@@ -81,15 +66,6 @@ impl Lanes for Avx512 {
             _mm512_cvtepu16_epi32(h),
             16,
         )))
-    }
-    #[inline(always)]
-    unsafe fn load_f16(p: *const u16) -> Self {
-        Avx512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast())))
-    }
-    #[inline(always)]
-    unsafe fn load_q8(p: *const i8, scale: Self) -> Self {
-        let q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast())));
-        Avx512(_mm512_mul_ps(q, scale.0))
     }
     #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {

@@ -153,40 +153,139 @@ fn stacked_parts_give_the_products_of_each_part_side_by_side() {
     }
 }
 
-/// int8 times an f16 scale is exact in f32, so q8_0 panels compute the f32 product of
-/// the weights candle's q8_0 dequantizes to, bit for bit, on every instruction set.
+/// A weight's q8_0 blocks as candle quantizes it, one row at a time: per output, per
+/// block, the scale and the 32 int8 values.
+fn q8_blocks(w: &[f32], n: usize, k: usize) -> Vec<Vec<(f32, [i8; 32])>> {
+    use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
+    (0..n)
+        .map(|o| {
+            let mut blocks = vec![BlockQ8_0::zeros(); k / 32];
+            BlockQ8_0::from_float(&w[o * k..(o + 1) * k], &mut blocks);
+            blocks
+                .iter()
+                .map(|b| {
+                    // Safety: BlockQ8_0 is GGML's repr(C) { d: f16, qs: [i8; 32] }.
+                    let bytes: &[u8; 34] = unsafe { &*(b as *const BlockQ8_0).cast() };
+                    let d = half::f16::from_bits(u16::from_ne_bytes([bytes[0], bytes[1]]));
+                    (d.to_f32(), std::array::from_fn(|i| bytes[2 + i] as i8))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One activation row quantized as documented in `q8_rows`: per block of 32, the
+/// scale max|x| / 127 in f32 and x * (1 / scale) rounded to the nearest, ties to even.
+fn q8_row(x: &[f32]) -> Vec<(f32, [i8; 32])> {
+    x.chunks(32)
+        .map(|b| {
+            let d = b.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+            let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+            let q: Vec<i8> = b.iter().map(|v| (v * id).round_ties_even() as i8).collect();
+            (d, q.try_into().unwrap())
+        })
+        .collect()
+}
+
+/// The integer q8_0 product written plainly: per output, exact integer dots of the
+/// blocks, each times (weight scale x row scale) fused into the sum, blocks in order.
+fn q8_reference(x: &[f32], rows: usize, w: &[f32], n: usize, k: usize) -> Vec<f32> {
+    let wq = q8_blocks(w, n, k);
+    let mut out = vec![0f32; rows * n];
+    for r in 0..rows {
+        let xq = q8_row(&x[r * k..(r + 1) * k]);
+        for o in 0..n {
+            let mut y = 0f32;
+            for ((wd, wv), (xd, xv)) in wq[o].iter().zip(&xq) {
+                let dot: i32 = wv.iter().zip(xv).map(|(&a, &b)| a as i32 * b as i32).sum();
+                y = (dot as f32).mul_add(wd * xd, y);
+            }
+            out[r * n + o] = y;
+        }
+    }
+    out
+}
+
+/// Weights whose rows differ widely in magnitude, so that the scales differ per block.
+fn q8_weight(n: usize, k: usize, seed: u64) -> Vec<f32> {
+    let mags = random(n, seed + 1);
+    random(n * k, seed)
+        .chunks(k)
+        .zip(mags)
+        .flat_map(|(row, m)| row.iter().map(move |v| v * m * 100.0))
+        .collect()
+}
+
 #[test]
-fn q8_0_panels_compute_exactly_on_the_weights_candle_dequantizes() {
-    use candle_core::quantized::{GgmlDType, QTensor};
-    for (n, k) in Q8_SHAPES {
-        // Rows of very different magnitudes, so that the scales differ per block.
-        let w = Tensor::from_vec(random(n * k, 13), (n, k), &Device::Cpu)
-            .unwrap()
-            .broadcast_mul(
-                &Tensor::from_vec(random(n, 17), (n, 1), &Device::Cpu)
-                    .unwrap()
-                    .affine(100.0, 0.0)
-                    .unwrap(),
-            )
-            .unwrap();
-        let dequantized = QTensor::quantize(&w, GgmlDType::Q8_0)
-            .unwrap()
-            .dequantize(&Device::Cpu)
-            .unwrap();
-        let q8 = PackedWeight::pack(&[&w], Packing::Q8_0).unwrap();
-        let f32 = PackedWeight::pack(&[&dequantized], Packing::F32).unwrap();
-        // A few rows widen the int8 values in registers, many widen each block ahead.
-        for rows in [7, 40] {
-            let x = random(rows * k, 19);
-            let mut want = vec![0f32; rows * n];
-            f32.matmul(&x, rows, &mut want, Isa::Scalar);
+fn q8_0_products_are_the_plain_integer_product_bit_for_bit_on_every_isa() {
+    for (n, k) in [(16, 32), (17, 96), (40, 544), (64, 2048), (33, 128)] {
+        let w = q8_weight(n, k, 13);
+        let packed = PackedWeight::pack(
+            &[&Tensor::from_vec(w.clone(), (n, k), &Device::Cpu).unwrap()],
+            Packing::Q8_0,
+        )
+        .unwrap();
+        for rows in [1, 2, 3, 4, 5, 7, 9, 16, 33] {
+            let mut x = random(rows * k, 19 + rows as u64);
+            // A block of zeros (a zero scale), and one whose step is 1 with ties to round.
+            x[..32].fill(0.0);
+            if rows > 1 {
+                for (i, v) in x[k..k + 32].iter_mut().enumerate() {
+                    *v = if i == 0 { 127.0 } else { i as f32 * 3.0 - 47.5 };
+                }
+            }
+            let want = q8_reference(&x, rows, &w, n, k);
             for isa in available_isas() {
                 let mut got = vec![0f32; rows * n];
-                q8.matmul(&x, rows, &mut got, isa);
+                packed.matmul(&x, rows, &mut got, isa);
                 assert_eq!(bits(&got), bits(&want), "{isa:?} n {n} k {k} rows {rows}");
             }
         }
     }
+}
+
+/// Rounding the activations to int8 moves each by at most half its block's step, so
+/// the product is within sum |w| x step / 2 of the f32 product on the weights candle's
+/// q8_0 dequantizes to (plus f32 rounding).
+#[test]
+fn q8_0_products_are_close_to_the_f32_product_on_the_dequantized_weights() {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let (n, k, rows) = (48, 1024, 5);
+    let w = Tensor::from_vec(q8_weight(n, k, 29), (n, k), &Device::Cpu).unwrap();
+    let dequantized = QTensor::quantize(&w, GgmlDType::Q8_0)
+        .unwrap()
+        .dequantize(&Device::Cpu)
+        .unwrap();
+    let dw: Vec<f32> = dequantized.flatten_all().unwrap().to_vec1().unwrap();
+    let x = random(rows * k, 31);
+    let mut got = vec![0f32; rows * n];
+    PackedWeight::pack(&[&w], Packing::Q8_0)
+        .unwrap()
+        .matmul(&x, rows, &mut got, best_isa());
+    let mut worst = 0f64;
+    for r in 0..rows {
+        let xr = &x[r * k..(r + 1) * k];
+        for o in 0..n {
+            let wr = &dw[o * k..(o + 1) * k];
+            let (mut exact, mut bound, mut size) = (0f64, 0f64, 0f64);
+            for (xb, wb) in xr.chunks(32).zip(wr.chunks(32)) {
+                let step = xb.iter().fold(0f32, |m, v| m.max(v.abs())) as f64 / 127.0;
+                for (&a, &b) in xb.iter().zip(wb) {
+                    exact += a as f64 * b as f64;
+                    bound += (b as f64).abs() * step / 2.0;
+                    size += (a as f64 * b as f64).abs();
+                }
+            }
+            let err = (got[r * n + o] as f64 - exact).abs();
+            assert!(
+                err <= bound * 1.001 + size * 1e-5,
+                "row {r} out {o}: {err} > {bound}"
+            );
+            worst = worst.max(err / size);
+        }
+    }
+    // Not a vacuous bound: int8 activations do move the products.
+    assert!(worst > 0.0);
 }
 
 #[test]
