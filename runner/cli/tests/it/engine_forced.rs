@@ -68,12 +68,15 @@ fn teacher_forcing_gives_back_the_engines_own_greedy_continuation() {
     }
 }
 
-/// q8_0 panels compute in f32 on the dequantized weights, so the only difference from
-/// f32 is the weights' rounding. On 1,000+-token prompts the greedy token matches f32's
-/// at 94-100% of forced positions, by fixture (phi3's random weights have the most
-/// near-ties); scripts/format_agreement.py measures 95-99.5% on 100 short prompts. The
-/// bar is 93%, below every fixture's figure; q4_K's coarser weights agree at about half
-/// of the positions and would fail it.
+/// q8_0 rounds the weights to int8 and, at each product, every input row too (per
+/// block of 32, as llama.cpp's q8_0 product does), so near-ties of f32's logits turn.
+/// On 1,000+-token prompts the greedy token matches f32's at 92.9-99.8% of forced
+/// positions by fixture (phi3's random weights have the most near-ties; qwen2 97.2%,
+/// llama 95.4%, gemma3 99.8%), where llama.cpp's own q8_0 agrees with its f32 at
+/// 93.6-94.8% on the llama and qwen2 fixtures (docs/engine.md). The bar is 90%, below
+/// every fixture's figure; q4_K's coarser weights agree at about half of the positions
+/// and would fail it. (Before the integer product, which kept activations in f32, the
+/// figures were 94-100% and the bar 93%.)
 #[test]
 fn q8_0_picks_f32s_greedy_token_at_nearly_every_forced_position_on_long_prompts() {
     for (arch, tag) in [
@@ -96,6 +99,6 @@ fn q8_0_picks_f32s_greedy_token_at_nearly_every_forced_position_on_long_prompts(
         let share = same as f64 / total as f64;
         eprintln!("{tag}: q8_0 agrees with f32 at {same}/{total} forced positions");
         assert!(total >= 800, "{tag}: only {total} positions");
-        assert!(share >= 0.93, "{tag}: q8_0 agrees at {same}/{total}");
+        assert!(share >= 0.90, "{tag}: q8_0 agrees at {same}/{total}");
     }
 }
