@@ -1,6 +1,6 @@
 //! What `--model` names: a baseline system of the workload, else whatever the
 //! command line's [`ModelSource`] finds (the embedded engine's panel models, folders
-//! and GGUF files: `runner_engine::candle::load::open`); and what the run manifest
+//! and GGUF files, resolved by the engine's own resolver); and what the run manifest
 //! records about it. Core knows the `Backend` trait, not how a model is loaded.
 
 use crate::run::{RunError, Workload};
