@@ -21,6 +21,7 @@ impl WeightArgs {
         LoadOptions {
             dtype: self.dtype,
             quantization: self.quantization,
+            ..Default::default()
         }
     }
 }

@@ -283,6 +283,37 @@ fn core_names_nothing_of_the_candle_engine() {
     );
 }
 
+/// The device is decided once, at load: the layers and the model files hold a kernel
+/// set (`layers/kernels/`) and never ask where a tensor is. Only `for_device`, the
+/// choice itself, and the sets' tests may name a device.
+#[test]
+fn layers_and_models_hold_no_device_branch() {
+    let candle = crates_dir().join("engine/src/candle");
+    let mut files = Vec::new();
+    rust_files(&candle.join("layers"), &mut files);
+    rust_files(&candle.join("models"), &mut files);
+    let chooser = candle.join("layers/kernels/mod.rs");
+    let checks = ["is_cpu()", "is_cuda()", "is_metal()", "Device::Cpu", "Device::Cuda"];
+    let branching: Vec<String> = files
+        .iter()
+        .filter(|f| **f != chooser && f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            let found: Vec<&str> = checks
+                .iter()
+                .copied()
+                .filter(|c| code.contains(c))
+                .collect();
+            let name = f.strip_prefix(&candle).unwrap().display();
+            (!found.is_empty()).then(|| format!("{name}: {}", found.join(", ")))
+        })
+        .collect();
+    assert!(branching.is_empty(), "device checks in layers: {branching:?}");
+    // And the chooser is where it is said to be.
+    let chooser = code_of(&std::fs::read_to_string(&chooser).unwrap());
+    assert!(chooser.contains("fn for_device") && chooser.contains("is_cpu()"));
+}
+
 #[test]
 fn no_source_file_is_over_the_line_limit() {
     let mut files = Vec::new();

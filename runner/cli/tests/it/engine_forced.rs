@@ -14,6 +14,7 @@ fn load(files: &ModelFiles, quantization: Option<Quantization>) -> Engine {
     let options = LoadOptions {
         dtype: DTypeChoice::F32,
         quantization,
+        ..Default::default()
     };
     Engine::load_with(files, candle_core::Device::Cpu, "fixture", options).unwrap()
 }

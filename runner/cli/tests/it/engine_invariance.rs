@@ -237,6 +237,7 @@ fn qwen2_bf16_rows_are_bit_identical_across_groupings_orders_and_resumes() {
     let bf16 = LoadOptions {
         dtype: DTypeChoice::Bf16,
         quantization: None,
+        ..Default::default()
     };
     check_format(Arch::Qwen2, Size::Small, "qwen2-bf16", bf16);
 }
@@ -246,6 +247,7 @@ fn llama_q8_0_rows_are_bit_identical_across_groupings_orders_and_resumes() {
     let q8 = LoadOptions {
         dtype: DTypeChoice::Auto,
         quantization: Some(Quantization::Q8_0),
+        ..Default::default()
     };
     check_format(Arch::Llama, Size::Small, "llama-q8_0", q8);
 }
@@ -255,6 +257,7 @@ fn gemma3_q4k_rows_are_bit_identical_across_groupings_orders_and_resumes() {
     let q4k = LoadOptions {
         dtype: DTypeChoice::Auto,
         quantization: Some(Quantization::Q4K),
+        ..Default::default()
     };
     check_format(Arch::Gemma3, Size::Small, "gemma3-q4k", q4k);
 }

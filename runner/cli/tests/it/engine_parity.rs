@@ -56,10 +56,26 @@ fn setup(arch: Arch, tag: &str, test: &str) -> (Reference, PathBuf) {
     (reference, dir)
 }
 
-fn load(dir: &Path, device: &candle_core::Device, tag: &str, dtype: DTypeChoice) -> Engine {
+/// Which kernels run the fixture: the test device's own, or the GPU's (candle's ops,
+/// bf16 activations for bf16) on the test device, which runs the CUDA path's code on a
+/// machine without a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    Device,
+    Gpu,
+}
+
+fn load(
+    dir: &Path,
+    device: &candle_core::Device,
+    tag: &str,
+    dtype: DTypeChoice,
+    kernels: Kernels,
+) -> Engine {
     let options = LoadOptions {
         dtype,
         quantization: None,
+        rehearse_gpu: kernels == Kernels::Gpu,
     };
     Engine::load_with(
         &ModelFiles::from_dir(dir).unwrap(),
@@ -100,11 +116,16 @@ fn last_logits(e: &Engine, tag: &str, i: usize, case: &Case) -> Vec<f32> {
     logits
 }
 
-fn matches_in_f32(arch: Arch, tag: &str) {
-    let (reference, dir) = setup(arch, tag, "f32");
+fn matches_in_f32(arch: Arch, tag: &str, kernels: Kernels) {
+    let (reference, dir) = setup(arch, tag, &format!("f32-{kernels:?}"));
     let device = crate::test_device();
-    let tolerance = if device.is_cuda() { 1e-3 } else { 1e-4 };
-    let mut e = load(&dir, &device, tag, DTypeChoice::F32);
+    // cuBLAS, and candle's ops on the CPU, sum in other orders than transformers.
+    let tolerance = if device.is_cuda() || kernels == Kernels::Gpu {
+        1e-3
+    } else {
+        1e-4
+    };
+    let mut e = load(&dir, &device, tag, DTypeChoice::F32, kernels);
     assert_eq!(e.dtype(), candle_core::DType::F32);
     for (i, case) in reference.cases.iter().enumerate() {
         let diff = max_abs_diff(&last_logits(&e, tag, i, case), &case.last_logits);
@@ -130,12 +151,16 @@ fn matches_in_f32(arch: Arch, tag: &str) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn within_bf16_resolution(arch: Arch, tag: &str) {
-    let (reference, dir) = setup(arch, tag, "bf16");
+fn within_bf16_resolution(arch: Arch, tag: &str, kernels: Kernels) {
+    let (reference, dir) = setup(arch, tag, &format!("bf16-{kernels:?}"));
     let device = crate::test_device();
-    let bf16 = load(&dir, &device, tag, DTypeChoice::Bf16);
+    let bf16 = load(&dir, &device, tag, DTypeChoice::Bf16, kernels);
     assert_eq!(bf16.weight_format(), WeightFormat::Bf16);
-    let f32 = load(&dir, &device, tag, DTypeChoice::F32);
+    if kernels == Kernels::Gpu {
+        // Rounded to bf16 between every op, as on CUDA.
+        assert_eq!(bf16.dtype(), candle_core::DType::BF16);
+    }
+    let f32 = load(&dir, &device, tag, DTypeChoice::F32, kernels);
     let (mut worst, mut compared, mut positions) = (0.0f32, 0, 0);
     for (i, case) in reference.cases.iter().enumerate() {
         let diff = max_abs_diff(&last_logits(&bf16, tag, i, case), &case.last_logits);
@@ -172,40 +197,80 @@ fn within_bf16_resolution(arch: Arch, tag: &str) {
 
 #[test]
 fn qwen2_matches_transformers_in_f32() {
-    matches_in_f32(Arch::Qwen2, "qwen2");
+    matches_in_f32(Arch::Qwen2, "qwen2", Kernels::Device);
 }
 
 #[test]
 fn qwen2_stays_within_bf16_resolution_of_transformers() {
-    within_bf16_resolution(Arch::Qwen2, "qwen2");
+    within_bf16_resolution(Arch::Qwen2, "qwen2", Kernels::Device);
+}
+
+#[test]
+fn qwen2_on_the_gpus_kernels_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Qwen2, "qwen2", Kernels::Gpu);
+}
+
+#[test]
+fn qwen2_on_the_gpus_kernels_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Qwen2, "qwen2", Kernels::Gpu);
 }
 
 #[test]
 fn llama_matches_transformers_in_f32() {
-    matches_in_f32(Arch::Llama, "llama");
+    matches_in_f32(Arch::Llama, "llama", Kernels::Device);
 }
 
 #[test]
 fn llama_stays_within_bf16_resolution_of_transformers() {
-    within_bf16_resolution(Arch::Llama, "llama");
+    within_bf16_resolution(Arch::Llama, "llama", Kernels::Device);
+}
+
+#[test]
+fn llama_on_the_gpus_kernels_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Llama, "llama", Kernels::Gpu);
+}
+
+#[test]
+fn llama_on_the_gpus_kernels_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Llama, "llama", Kernels::Gpu);
 }
 
 #[test]
 fn gemma3_matches_transformers_in_f32() {
-    matches_in_f32(Arch::Gemma3, "gemma3");
+    matches_in_f32(Arch::Gemma3, "gemma3", Kernels::Device);
 }
 
 #[test]
 fn gemma3_stays_within_bf16_resolution_of_transformers() {
-    within_bf16_resolution(Arch::Gemma3, "gemma3");
+    within_bf16_resolution(Arch::Gemma3, "gemma3", Kernels::Device);
+}
+
+#[test]
+fn gemma3_on_the_gpus_kernels_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Gemma3, "gemma3", Kernels::Gpu);
+}
+
+#[test]
+fn gemma3_on_the_gpus_kernels_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Gemma3, "gemma3", Kernels::Gpu);
 }
 
 #[test]
 fn phi3_matches_transformers_in_f32() {
-    matches_in_f32(Arch::Phi3, "phi3");
+    matches_in_f32(Arch::Phi3, "phi3", Kernels::Device);
 }
 
 #[test]
 fn phi3_stays_within_bf16_resolution_of_transformers() {
-    within_bf16_resolution(Arch::Phi3, "phi3");
+    within_bf16_resolution(Arch::Phi3, "phi3", Kernels::Device);
+}
+
+#[test]
+fn phi3_on_the_gpus_kernels_matches_transformers_in_f32() {
+    matches_in_f32(Arch::Phi3, "phi3", Kernels::Gpu);
+}
+
+#[test]
+fn phi3_on_the_gpus_kernels_stays_within_bf16_resolution_of_transformers() {
+    within_bf16_resolution(Arch::Phi3, "phi3", Kernels::Gpu);
 }

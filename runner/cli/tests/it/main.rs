@@ -92,6 +92,7 @@ pub fn test_load_options() -> LoadOptions {
         TestDevice::Rehearse => LoadOptions {
             dtype: DTypeChoice::Bf16,
             quantization: None,
+            ..Default::default()
         },
     }
 }

@@ -74,6 +74,7 @@ pub fn load(dir: &Path, dtype: DTypeChoice, quantization: Option<&str>) -> Engin
     let options = LoadOptions {
         dtype,
         quantization: quantization.map(|q| q.parse().unwrap()),
+        ..Default::default()
     };
     let label = dir.file_name().unwrap().to_string_lossy().into_owned();
     Engine::load_with(

@@ -2,7 +2,6 @@
 //! format, another one asked for, or a quantization made at load. It is part of a
 //! model's identity: a run in q8_0 is not the run in bf16.
 
-use crate::candle::checkpoint::Checkpoint;
 use crate::EngineError;
 use candle_core::{DType, Device};
 
@@ -63,30 +62,6 @@ impl std::fmt::Display for WeightFormat {
     }
 }
 
-/// What loading a layer's weights needs: the format to hold them in, the dtype the
-/// checkpoint stores them in (a quantization reads a tensor as stored rather than
-/// widened to f32 first, which would hold a third copy of it while loading), and on
-/// the CPU the checkpoint itself, which the embedding table is read from row by row
-/// rather than held (layers::Embedding).
-#[derive(Debug, Clone)]
-pub struct Weights {
-    pub format: WeightFormat,
-    pub stored: DType,
-    pub checkpoint: Option<Checkpoint>,
-    /// A GGUF file's tensors, which the layers take in their stored blocks.
-    pub gguf: Option<std::sync::Arc<crate::candle::gguf::GgufModel>>,
-}
-
-impl Weights {
-    /// f32 weights from an f32 checkpoint, all held in memory.
-    pub const F32: Weights = Weights {
-        format: WeightFormat::F32,
-        stored: DType::F32,
-        checkpoint: None,
-        gguf: None,
-    };
-}
-
 /// `--dtype`: the float format of the weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DTypeChoice {
@@ -132,6 +107,9 @@ impl std::str::FromStr for Quantization {
 pub struct LoadOptions {
     pub dtype: DTypeChoice,
     pub quantization: Option<Quantization>,
+    /// Test hook: load as for a GPU (its dtypes, its kernel set of candle's ops) on
+    /// whatever device this is, so that the CPU runs the CUDA path's code.
+    pub rehearse_gpu: bool,
 }
 
 impl LoadOptions {
@@ -142,7 +120,7 @@ impl LoadOptions {
         device: &Device,
         stored: DType,
     ) -> Result<(DType, WeightFormat), EngineError> {
-        if !device.is_cpu() {
+        if !device.is_cpu() || self.rehearse_gpu {
             if let Some(q) = self.quantization {
                 return Err(EngineError::Model(format!(
                     "--quantization {} runs on the CPU only; on a GPU the weights load as bf16 (--dtype bf16) or f32",
@@ -194,11 +172,13 @@ mod tests {
         let q = LoadOptions {
             dtype: DTypeChoice::F32,
             quantization: Some(Quantization::Q8_0),
+            ..Default::default()
         };
         assert_eq!(q.resolve(&cpu, DType::BF16).unwrap().1, WeightFormat::Q8_0);
         let f32 = LoadOptions {
             dtype: "f32".parse().unwrap(),
             quantization: None,
+            ..Default::default()
         };
         assert_eq!(f32.resolve(&cpu, DType::BF16).unwrap().1, WeightFormat::F32);
         assert!("f16"

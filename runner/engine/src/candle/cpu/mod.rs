@@ -1,7 +1,7 @@
-//! Kernels for f32 on the CPU. `layers` calls into here when every tensor of an op is
-//! f32 on the CPU and takes candle's ops everywhere else, so that nothing here is
-//! needed for (or tested against) other devices. The linear layers' products take
-//! packed weights (`packed`): f32, bf16 or q8_0 blocks.
+//! Kernels for f32 on the CPU, gathered as the CPU's kernel set
+//! (`layers/kernels/cpu.rs`), which the layers of every model loaded on the CPU hold. Nothing here is needed for
+//! (or tested against) other devices. The linear layers' products take packed weights
+//! (`packed`): f32, bf16 or q8_0 blocks.
 
 pub mod attention;
 pub mod isa;

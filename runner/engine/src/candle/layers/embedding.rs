@@ -7,7 +7,7 @@
 
 use crate::candle::checkpoint::StoredRows;
 use crate::candle::layers::Proj;
-use crate::candle::weights::{WeightFormat, Weights};
+use crate::candle::layers::Weights;
 use candle_core::quantized::QTensor;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;
@@ -55,11 +55,8 @@ impl Embedding {
                 dtype: vb.dtype(),
             });
         }
-        let stored = weights
-            .checkpoint
-            .as_ref()
-            .filter(|_| vb.device().is_cpu())
-            .and_then(|c| c.rows(&name));
+        // Weights carry their checkpoint only where the kernel set reads rows from it.
+        let stored = weights.checkpoint.as_ref().and_then(|c| c.rows(&name));
         let table = match stored {
             Some(rows) if rows.dims() == (vocab, hidden) => Table::Stored(rows),
             Some(rows) => candle_core::bail!(
@@ -67,11 +64,7 @@ impl Embedding {
                 rows.dims()
             ),
             None => {
-                let keep = match weights.format {
-                    WeightFormat::F32 => DType::F32,
-                    _ if vb.device().is_cpu() => DType::BF16,
-                    _ => vb.dtype(),
-                };
+                let keep = weights.kernels.held_table_dtype(weights.format, vb.dtype());
                 Table::Held(vb.get_with_hints_dtype(
                     (vocab, hidden),
                     "weight",

@@ -1,6 +1,13 @@
+use crate::candle::cpu;
+use crate::candle::layers::kernels::gpu::{
+    attention_block, chunked_attention, dense_mask, gated_ops, gated_parts, qkv_parts, GpuKernels,
+};
+use crate::candle::layers::kernels::CpuKernels;
+use crate::candle::layers::kernels::Kernels;
+use crate::candle::layers::Weights;
 use crate::candle::layers::*;
 use crate::candle::runtime::kv_cache::StepLayout;
-use crate::candle::weights::Weights;
+use candle_nn::{Linear, Module};
 
 fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()
@@ -73,7 +80,7 @@ fn a_decode_steps_q_k_v_from_weight_views_are_the_stacked_products_parts_uncopie
     // On the CPU `forward` splits the stacked (packed) product.
     let (q0, k0, v0) = qkv.forward(&x)?;
     let dense = Linear::new(weight_of(&vb, "qkv")?, None);
-    let (q, k, v) = qkv.forward_parts(&dense, &x)?;
+    let (q, k, v) = qkv_parts(&dense, &x, qkv.dims)?;
     for (name, got, want, h) in [
         ("q", &q, &q0, heads),
         ("k", &k, &k0, kv),
@@ -116,19 +123,10 @@ fn the_gated_mlp_from_weight_views_is_the_stacked_products() -> Result<()> {
     let (hidden, inner) = (24, 19);
     for act in [GatedAct::Silu, GatedAct::GeluTanh] {
         let gate_up = Linear::new(Tensor::randn(0f32, 1.0, (2 * inner, hidden), &dev)?, None);
-        let mlp = GatedMlp {
-            gate_up: Proj::Dense(gate_up.clone()),
-            down: Proj::Dense(Linear::new(
-                Tensor::randn(0f32, 1.0, (hidden, inner), &dev)?,
-                None,
-            )),
-            inner,
-            act,
-        };
         for new in [1, 6] {
             let x = Tensor::randn(0f32, 1.0, (3, new, hidden), &dev)?;
             let stacked = gated_ops(&gate_up.forward(&x)?, inner, act)?;
-            let parts = mlp.gated_parts(&gate_up, &x)?;
+            let parts = gated_parts(&gate_up, &x, inner, act)?;
             assert_eq!(parts.dims(), &[3, new, inner]);
             // Products of up to a few hundred: compared relative to the largest.
             let scale = stacked.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
@@ -140,12 +138,12 @@ fn the_gated_mlp_from_weight_views_is_the_stacked_products() -> Result<()> {
 }
 
 #[test]
-fn the_vectorised_rms_norm_matches_candles() -> Result<()> {
+fn the_cpu_sets_vectorised_rms_norm_matches_the_gpu_sets_candle_op() -> Result<()> {
     let x = Tensor::randn(0f32, 2.0, (3, 700, 48), &Device::Cpu)?;
     let w = Tensor::randn(1f32, 0.3, 48, &Device::Cpu)?;
     let diff = max_diff(
-        &rms_norm(&x, &w, 1e-6)?,
-        &candle_nn::ops::rms_norm(&x, &w, 1e-6)?,
+        &CpuKernels.rms_norm(&x, &w, 1e-6)?,
+        &GpuKernels.rms_norm(&x, &w, 1e-6)?,
     )?;
     assert!(diff < 1e-5, "{diff}");
     Ok(())
@@ -155,7 +153,7 @@ fn the_vectorised_rms_norm_matches_candles() -> Result<()> {
 fn the_fused_gated_activation_matches_candles_ops() -> Result<()> {
     let x = Tensor::randn(0f32, 3.0, (2, 5, 2 * 19), &Device::Cpu)?;
     for act in [GatedAct::Silu, GatedAct::GeluTanh] {
-        let fused = gated(&x, 19, act)?;
+        let fused = cpu::gated(&x, 19, act)?;
         let ops = gated_ops(&x, 19, act)?;
         assert_eq!(fused.dims(), &[2, 5, 19]);
         let diff = max_diff(&fused, &ops)?;
@@ -247,6 +245,7 @@ fn embedding_rows_are_read_from_the_checkpoint_exactly_in_every_format() -> Resu
             stored: DType::BF16,
             checkpoint: Some(checkpoint.clone()),
             gguf: None,
+            kernels: &CpuKernels,
         };
         let embed = Embedding::load(&m, "embed_tokens", (vocab, hidden), &weights)?;
         assert_eq!(max_diff(&embed.forward(&ids)?, &exact)?, 0.0, "{format}");

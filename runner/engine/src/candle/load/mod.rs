@@ -16,6 +16,7 @@ pub mod panel;
 pub mod pins;
 
 use crate::candle::checkpoint::Checkpoint;
+use crate::candle::layers::kernels::{self, GpuKernels, Kernels};
 use crate::candle::load::encoder::PromptEncoder;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::MemoryNeed;
@@ -142,11 +143,13 @@ impl Engine {
             };
             need.check(available, format, place)?;
         }
-        let weights = crate::candle::weights::Weights {
+        let kernels = kernels_for(options, &device);
+        let weights = crate::candle::layers::Weights {
             format,
             stored: checkpoint_dtype,
-            checkpoint: device.is_cpu().then(|| checkpoint.clone()),
+            checkpoint: kernels.table_from_file().then(|| checkpoint.clone()),
             gguf: None,
+            kernels,
         };
         let vb = candle_nn::VarBuilder::from_backend(Box::new(checkpoint), dtype, device.clone());
         let model = config.load(vb, &arch.tensors, &weights)?;
@@ -157,7 +160,7 @@ impl Engine {
             eos,
             format!(
                 "{label} on {} ({format} weights, {} activations)",
-                if device.is_cpu() { "cpu" } else { "cuda" },
+                place(options, &device),
                 dtype.as_str()
             ),
             (device, dtype, format),
@@ -201,6 +204,26 @@ impl Engine {
             phase_times: Default::default(),
             activity: Default::default(),
         }
+    }
+}
+
+/// The kernel set the layers run on `device`: the device's own, or the GPU's where a
+/// test rehearses the CUDA path.
+pub(crate) fn kernels_for(options: LoadOptions, device: &Device) -> &'static dyn Kernels {
+    if options.rehearse_gpu {
+        &GpuKernels
+    } else {
+        kernels::for_device(device)
+    }
+}
+
+/// Where the model runs, as an engine's description says it: the device, and the
+/// kernel set where it is not the device's own.
+pub(crate) fn place(options: LoadOptions, device: &Device) -> String {
+    let name = crate::candle::runtime::device::name(device);
+    match options.rehearse_gpu {
+        true => format!("{name} with the GPU's kernels"),
+        false => name,
     }
 }
 

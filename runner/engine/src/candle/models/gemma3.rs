@@ -7,13 +7,14 @@
 //! The multimodal checkpoints keep the decoder under `language_model.model.`; their
 //! vision tensors are never read.
 
+use crate::candle::layers::kernels::Kernels;
 use crate::candle::layers::TensorNames;
+use crate::candle::layers::Weights;
 use crate::candle::layers::{self, attention, GatedAct, GatedMlp, Mask, QkvProjection, Rope};
 use crate::candle::layers::{Embedding, Proj};
 use crate::candle::models::shape::Shape;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
-use crate::candle::weights::Weights;
 use crate::candle::CausalLm;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;
@@ -146,19 +147,23 @@ impl ModelConfig for Config {
 struct Norm {
     scale: Tensor,
     eps: f32,
+    kernels: &'static dyn Kernels,
 }
 
 impl Norm {
-    fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<Self> {
+    fn load(vb: VarBuilder, size: usize, eps: f64, kernels: &'static dyn Kernels) -> Result<Self> {
         let w = vb.get(size, "weight")?.to_dtype(DType::F32)?;
         Ok(Norm {
             scale: (w + 1.0)?,
             eps: eps as f32,
+            kernels,
         })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = layers::rms_norm(&x.to_dtype(DType::F32)?, &self.scale, self.eps)?;
+        let y = self
+            .kernels
+            .rms_norm(&x.to_dtype(DType::F32)?, &self.scale, self.eps)?;
         y.to_dtype(x.dtype())
     }
 }
@@ -184,8 +189,8 @@ impl Attention {
         Ok(Attention {
             qkv: QkvProjection::load(&vb, &names.qkv, c.hidden_size, (h, kv, d), false, weights)?,
             o: Proj::load(&vb, &[("o_proj", c.hidden_size)], h * d, false, weights)?,
-            q_norm: Norm::load(vb.pp("q_norm"), d, c.rms_norm_eps)?,
-            k_norm: Norm::load(vb.pp("k_norm"), d, c.rms_norm_eps)?,
+            q_norm: Norm::load(vb.pp("q_norm"), d, c.rms_norm_eps, weights.kernels)?,
+            k_norm: Norm::load(vb.pp("k_norm"), d, c.rms_norm_eps, weights.kernels)?,
             scale: 1.0 / c.query_pre_attn_scalar.sqrt(),
             sliding: c.is_sliding(layer),
         })
@@ -244,6 +249,7 @@ pub struct Gemma3 {
     window: usize,
     final_softcap: Option<f64>,
     dtype: DType,
+    kernels: &'static dyn Kernels,
 }
 
 impl Gemma3 {
@@ -268,14 +274,25 @@ impl Gemma3 {
             .map(|i| {
                 let b = m.pp("layers").pp(i);
                 Ok(Block {
-                    input_norm: Norm::load(b.pp("input_layernorm"), h, c.rms_norm_eps)?,
+                    input_norm: Norm::load(
+                        b.pp("input_layernorm"),
+                        h,
+                        c.rms_norm_eps,
+                        weights.kernels,
+                    )?,
                     attn: Attention::load(b.pp("self_attn"), c, i, (names, weights))?,
                     post_attn_norm: Norm::load(
                         b.pp("post_attention_layernorm"),
                         h,
                         c.rms_norm_eps,
+                        weights.kernels,
                     )?,
-                    pre_mlp_norm: Norm::load(b.pp("pre_feedforward_layernorm"), h, c.rms_norm_eps)?,
+                    pre_mlp_norm: Norm::load(
+                        b.pp("pre_feedforward_layernorm"),
+                        h,
+                        c.rms_norm_eps,
+                        weights.kernels,
+                    )?,
                     mlp: GatedMlp::load(
                         b.pp("mlp"),
                         &names.gate_up,
@@ -288,11 +305,12 @@ impl Gemma3 {
                         b.pp("post_feedforward_layernorm"),
                         h,
                         c.rms_norm_eps,
+                        weights.kernels,
                     )?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = Norm::load(m.pp("norm"), h, c.rms_norm_eps)?;
+        let norm = Norm::load(m.pp("norm"), h, c.rms_norm_eps, weights.kernels)?;
         let head = if head_tied {
             embed.tied_head(&m, "embed_tokens", weights)?
         } else {
@@ -316,6 +334,7 @@ impl Gemma3 {
             window: c.sliding_window,
             final_softcap: c.final_logit_softcapping,
             dtype: vb.dtype(),
+            kernels: weights.kernels,
         })
     }
 }
@@ -332,10 +351,10 @@ impl CausalLm for Gemma3 {
         let step = Step {
             local_cos,
             local_sin,
-            local_mask: Mask::new(&layout, Some(self.window), tokens.device())?,
+            local_mask: Mask::new(&layout, Some(self.window), tokens.device(), self.kernels)?,
             global_cos,
             global_sin,
-            global_mask: Mask::new(&layout, None, tokens.device())?,
+            global_mask: Mask::new(&layout, None, tokens.device(), self.kernels)?,
         };
         // transformers multiplies by the scale as a tensor of the model dtype, so the
         // scale itself is rounded to that dtype first.

@@ -7,7 +7,9 @@
 //! stores q, k, v and gate, up as fused matrices (the registry's tensor names) and may
 //! attend over a sliding window.
 
+use crate::candle::layers::kernels::Kernels;
 use crate::candle::layers::TensorNames;
+use crate::candle::layers::Weights;
 use crate::candle::layers::{
     self, attention, GatedAct, GatedMlp, Mask, QkvProjection, RmsNorm, Rope,
 };
@@ -15,7 +17,6 @@ use crate::candle::layers::{Embedding, Proj};
 use crate::candle::models::shape::Shape;
 use crate::candle::models::ModelConfig;
 use crate::candle::runtime::kv_cache::KvCache;
-use crate::candle::weights::Weights;
 use crate::candle::CausalLm;
 use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;
@@ -237,6 +238,7 @@ pub struct Llama {
     rope: Rope,
     window: Option<usize>,
     dtype: DType,
+    kernels: &'static dyn Kernels,
 }
 
 impl Llama {
@@ -256,12 +258,14 @@ impl Llama {
                         b.pp("input_layernorm"),
                         c.hidden_size,
                         c.rms_norm_eps,
+                        weights.kernels,
                     )?,
                     attn: Attention::load(b.pp("self_attn"), c, names, weights)?,
                     mlp_norm: RmsNorm::load(
                         b.pp("post_attention_layernorm"),
                         c.hidden_size,
                         c.rms_norm_eps,
+                        weights.kernels,
                     )?,
                     mlp: GatedMlp::load(
                         b.pp("mlp"),
@@ -274,7 +278,7 @@ impl Llama {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = RmsNorm::load(m.pp("norm"), c.hidden_size, c.rms_norm_eps)?;
+        let norm = RmsNorm::load(m.pp("norm"), c.hidden_size, c.rms_norm_eps, weights.kernels)?;
         let head = if c.tie_word_embeddings {
             embed.tied_head(&m, "embed_tokens", weights)?
         } else {
@@ -303,6 +307,7 @@ impl Llama {
             rope,
             window: c.sliding_window,
             dtype: vb.dtype(),
+            kernels: weights.kernels,
         })
     }
 }
@@ -315,7 +320,7 @@ impl CausalLm for Llama {
     fn forward(&self, tokens: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let layout = cache.layout(tokens.dim(1)?);
         let (cos, sin) = self.rope.tables(&layout, self.dtype)?;
-        let mask = Mask::new(&layout, self.window, tokens.device())?;
+        let mask = Mask::new(&layout, self.window, tokens.device(), self.kernels)?;
         let step = Step { cos, sin, mask };
         let mut x = self.embed.forward(tokens)?;
         for (i, block) in self.blocks.iter().enumerate() {

@@ -59,7 +59,7 @@ pub trait ModelConfig {
         &self,
         vb: VarBuilder,
         names: &TensorNames,
-        weights: &crate::candle::weights::Weights,
+        weights: &crate::candle::layers::Weights,
     ) -> candle_core::Result<Box<dyn CausalLm>>;
 }
 

@@ -1,5 +1,8 @@
 use super::*;
-use candle_core::Device;
+use crate::candle::cpu::quantized::Q4K_BLOCK;
+use crate::candle::layers::kernels::CpuKernels;
+use crate::candle::weights::WeightFormat;
+use candle_core::{DType, Device};
 
 fn bits(t: &Tensor) -> Vec<u32> {
     t.flatten_all()
@@ -31,6 +34,7 @@ fn a_quantized_row_has_the_same_bits_alone_as_among_other_rows() {
                     stored: DType::F32,
                     checkpoint: None,
                     gguf: None,
+                    kernels: &CpuKernels,
                 },
             )
             .unwrap();
@@ -77,6 +81,7 @@ fn quantized_products_are_close_to_the_f32_product() {
                 stored: DType::F32,
                 checkpoint: None,
                 gguf: None,
+                kernels: &CpuKernels,
             },
         )
         .unwrap()
@@ -107,6 +112,7 @@ fn a_layer_too_narrow_for_any_block_is_refused_with_the_way_out() {
             stored: DType::F32,
             checkpoint: None,
             gguf: None,
+            kernels: &CpuKernels,
         },
     )
     .unwrap_err()

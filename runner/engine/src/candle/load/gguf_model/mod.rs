@@ -2,12 +2,13 @@
 //! stored blocks, the memory check from the blocks' bytes.
 
 use crate::candle::gguf::{backend::GgufBackend, config, GgufHeader};
+use crate::candle::layers::Weights;
 use crate::candle::load::encoder::PromptEncoder;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::{MemoryNeed, MIN_CONTEXT};
 use crate::candle::load::{available_bytes, check_token_ids, read_json, ArchProbe};
 use crate::candle::models as registry;
-use crate::candle::weights::{DTypeChoice, LoadOptions, WeightFormat, Weights};
+use crate::candle::weights::{DTypeChoice, LoadOptions, WeightFormat};
 use crate::candle::Engine;
 use crate::EngineError;
 use candle_core::{DType, Device};
@@ -100,6 +101,7 @@ impl Engine {
             stored: dtype,
             checkpoint: None,
             gguf: Some(model.clone()),
+            kernels: super::kernels_for(options, &device),
         };
         let vb = candle_nn::VarBuilder::from_backend(
             Box::new(GgufBackend(model)),
@@ -113,10 +115,12 @@ impl Engine {
         // panels on the CPU (gguf::has_cpu_kernel): the label says so.
         let types: Vec<String> = types
             .iter()
-            .map(|(t, n)| match on_cpu && slow.contains(t) {
-                true => format!("{n} {t} (as q8_0 panels)"),
-                false => format!("{n} {t}"),
-            })
+            .map(
+                |(t, n)| match on_cpu && !options.rehearse_gpu && slow.contains(t) {
+                    true => format!("{n} {t} (as q8_0 panels)"),
+                    false => format!("{n} {t}"),
+                },
+            )
             .collect();
         Ok(Engine::assemble(
             model,
@@ -125,7 +129,7 @@ impl Engine {
             eos,
             format!(
                 "{label} on {} (gguf weights: {}; f32 activations)",
-                if on_cpu { "cpu" } else { "cuda" },
+                super::place(options, &device),
                 types.join(", ")
             ),
             (device, dtype, WeightFormat::Gguf),
