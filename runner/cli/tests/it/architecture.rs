@@ -293,7 +293,13 @@ fn layers_and_models_hold_no_device_branch() {
     rust_files(&candle.join("layers"), &mut files);
     rust_files(&candle.join("models"), &mut files);
     let chooser = candle.join("layers/kernels/mod.rs");
-    let checks = ["is_cpu()", "is_cuda()", "is_metal()", "Device::Cpu", "Device::Cuda"];
+    let checks = [
+        "is_cpu()",
+        "is_cuda()",
+        "is_metal()",
+        "Device::Cpu",
+        "Device::Cuda",
+    ];
     let branching: Vec<String> = files
         .iter()
         .filter(|f| **f != chooser && f.file_name().is_some_and(|n| n != "tests.rs"))
@@ -308,7 +314,10 @@ fn layers_and_models_hold_no_device_branch() {
             (!found.is_empty()).then(|| format!("{name}: {}", found.join(", ")))
         })
         .collect();
-    assert!(branching.is_empty(), "device checks in layers: {branching:?}");
+    assert!(
+        branching.is_empty(),
+        "device checks in layers: {branching:?}"
+    );
     // And the chooser is where it is said to be.
     let chooser = code_of(&std::fs::read_to_string(&chooser).unwrap());
     assert!(chooser.contains("fn for_device") && chooser.contains("is_cpu()"));

@@ -7,7 +7,7 @@ use crate::candle::cpu::packed::{PackedWeight, Packing, Q8_BLOCK};
 use crate::candle::cpu::quantized::{QuantWeight, Q4K_BLOCK};
 use crate::candle::cpu::{self, GatedAct};
 use crate::candle::gguf::has_cpu_kernel;
-use crate::candle::layers::kernels::{split_stacked, HeadDims, Kernels};
+use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{Mask, Proj, Weights};
 use crate::candle::runtime::kv_cache::StepLayout;
 use crate::candle::weights::WeightFormat;
@@ -72,15 +72,13 @@ impl Kernels for CpuKernels {
         device: &Device,
         _activations: DType,
     ) -> Result<Proj> {
-        let is_float =
-            |t: GgmlDType| matches!(t, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
         let widened = |dtype: DType| {
             parts
                 .iter()
                 .map(|(_, t)| t.dequantize(device)?.to_dtype(dtype))
                 .collect::<Result<Vec<_>>>()
         };
-        if parts.iter().all(|(_, t)| is_float(t.dtype())) {
+        if all_float(parts) {
             let all_bf16 = parts.iter().all(|(_, t)| t.dtype() == GgmlDType::BF16);
             let (format, dtype) = if all_bf16 {
                 (WeightFormat::Bf16, DType::BF16)

@@ -6,11 +6,11 @@
 //! runs it only when a test rehearses the CUDA path.
 
 use crate::candle::cpu::GatedAct;
-use crate::candle::layers::kernels::{split_stacked, HeadDims, Kernels};
+use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{apply_rope, Mask, Proj, Weights};
 use crate::candle::runtime::kv_cache::StepLayout;
 use crate::candle::weights::WeightFormat;
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::Linear;
 use std::sync::Arc;
@@ -52,9 +52,7 @@ impl Kernels for GpuKernels {
         device: &Device,
         activations: DType,
     ) -> Result<Proj> {
-        let is_float =
-            |t: GgmlDType| matches!(t, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
-        if parts.iter().all(|(_, t)| is_float(t.dtype())) {
+        if all_float(parts) {
             let dense = parts
                 .iter()
                 .map(|(_, t)| t.dequantize(device)?.to_dtype(activations))

@@ -112,6 +112,15 @@ pub fn for_device(device: &Device) -> &'static dyn Kernels {
     }
 }
 
+/// Whether every part of a GGUF projection is stored as floats (F32, F16, BF16),
+/// which both sets widen and multiply as dense weights.
+pub(crate) fn all_float(parts: &[(usize, Arc<QTensor>)]) -> bool {
+    use candle_core::quantized::GgmlDType;
+    parts
+        .iter()
+        .all(|(_, t)| matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16))
+}
+
 /// The stacked product `y` (rows, new, (heads + 2 * kv_heads) * d) split into q, k and
 /// v, each contiguous.
 pub(crate) fn split_stacked(y: &Tensor, dims: HeadDims) -> Result<(Tensor, Tensor, Tensor)> {
