@@ -4,49 +4,41 @@
 use super::engine::EngineModels;
 use super::progress::Bar;
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use creg::plan::{parse_conditions, parse_tasks, PlanSpec, Shard};
-use creg::workload::CregWorkload;
-use probe::plan::ProbePlan;
-use probe::run::ProbeWorkload;
-use probe::set::ProbeSet;
+use clap::Args;
 use runner_core::journal;
+use runner_core::plan::Shard;
 use runner_core::run::model;
 use runner_core::run::rescore::{self, Event, Rescore};
 use runner_core::run::{execute_with, folder, manifest, Outcome, RunOptions, Workload};
+use runner_core::suite::PlanRequest;
 use runner_engine::batch::UTILIZATION_MEANING;
 use runner_engine::candle::load::open::LocalOptions;
 use runner_engine::candle::DeviceChoice;
-use runner_engine::Sampling;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The protocol's budget of new tokens per sample.
 pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
 
-/// What a run asks: the CREG suite or the Probe diagnostic.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Suite {
-    Creg,
-    Probe,
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// creg (the evaluation-v1.0 suite) or probe (the Probe diagnostic: the generated
     /// probe.json and probe_pit.json, or the file --suite-file names).
-    #[arg(long, value_enum, default_value = "creg")]
-    pub suite: Suite,
+    #[arg(long, default_value = "creg",
+          value_parser = clap::builder::PossibleValuesParser::new(runner::SUITES.names()))]
+    pub suite: String,
     /// A panel model (see `runner models`), a baseline (oracle, confidence-only,
     /// no-relations, no-epochs, latest-wins, uniform) or a model folder.
     #[arg(long)]
     pub model: Option<String>,
-    /// all (the nine), principal (the four), or names, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "principal")]
-    pub condition: Vec<String>,
-    /// belief, endpoint (contradiction, action, explanation), single tasks, or all.
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    pub tasks: Vec<String>,
+    /// all (the nine), principal (the four), or names, comma-separated [default:
+    /// principal].
+    #[arg(long, value_delimiter = ',')]
+    pub condition: Option<Vec<String>>,
+    /// belief, endpoint (contradiction, action, explanation), single tasks, or all
+    /// [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Option<Vec<String>>,
     /// Seeds: --seeds 42 43 44, --seeds 42,43,44 or --seeds "42 43 44".
     #[arg(long, num_args = 1.., default_values_t = crate::seeds::protocol())]
     pub seeds: Vec<crate::seeds::Seeds>,
@@ -139,46 +131,19 @@ fn check_settings(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn workload(args: &RunArgs) -> Result<CregWorkload> {
+/// The workload the run asks for, planned by its suite (`runner::SUITES`).
+fn workload(args: &RunArgs) -> Result<Box<dyn Workload>> {
     check_settings(args)?;
-    let (suite, sha) = creg::workload::load_suite(args.suite_file.as_deref())?;
-    let spec = PlanSpec {
-        conditions: parse_conditions(&args.condition)?,
-        tasks: parse_tasks(&args.tasks)?,
+    let request = PlanRequest {
+        conditions: args.condition.clone(),
+        tasks: args.tasks.clone(),
         seeds: args.seeds(),
-        limit_per_regime: args.limit,
+        limit: args.limit,
         shard: args.shard,
+        suite_file: args.suite_file.clone(),
+        max_new_tokens: args.max_new_tokens,
     };
-    Ok(CregWorkload::new(
-        suite,
-        sha,
-        spec,
-        args.max_new_tokens,
-        Sampling::PROTOCOL,
-    )?)
-}
-
-/// The Probe workload of `runner --suite probe`.
-fn probe_workload(args: &RunArgs) -> Result<ProbeWorkload> {
-    check_settings(args)?;
-    if args.condition != ["principal"] || args.tasks != ["all"] {
-        bail!("--condition and --tasks apply to the CREG suite; a Probe run asks every question of its items");
-    }
-    let set = match &args.suite_file {
-        Some(p) => ProbeSet::from_file(p)?,
-        None => ProbeSet::generated(),
-    };
-    let plan = ProbePlan {
-        seeds: args.seeds(),
-        limit_per_domain: args.limit,
-        shard: args.shard,
-    };
-    Ok(ProbeWorkload::new(
-        set,
-        plan,
-        args.max_new_tokens,
-        Sampling::PROTOCOL,
-    )?)
+    Ok(runner::SUITES.plan(&args.suite, &request)?)
 }
 
 /// Runs or resumes one run and prints its summary; returns the run folder.
@@ -186,10 +151,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let Some(model_name) = args.model.clone() else {
         bail!("--model is required: a panel model (see `runner models`), a baseline such as oracle, or a model folder; `runner smoke` runs a CPU smoke test");
     };
-    let workload: Box<dyn Workload> = match args.suite {
-        Suite::Creg => Box::new(workload(&args)?),
-        Suite::Probe => Box::new(probe_workload(&args)?),
-    };
+    let workload = workload(&args)?;
     let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let panel = super::engine::panel(args.panel.as_deref())?;
     let served = super::served::load(&model_name, &args.served, workload.as_ref(), &panel)?;

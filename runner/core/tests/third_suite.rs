@@ -12,7 +12,7 @@ use runner_core::run::rescore::{rescore, Event, Rescore};
 use runner_core::run::{
     execute, execute_with, Job, Quiet, RunError, RunOptions, Scoring, Workload,
 };
-use runner_core::suite::{Registry, Suite};
+use runner_core::suite::{PlanRequest, Registry, Suite};
 use runner_engine::digest::sha256_hex;
 use runner_engine::{Backend, EngineError, Handover, Prompt, Request, RequestId, Sample, Sampling};
 use serde_json::{json, Value};
@@ -156,6 +156,12 @@ impl Suite for SumsSuite {
         let items = usize_field(identity, "/suite/items").map_err(RunError::Identity)?;
         Ok(Box::new(Sums::new(items)))
     }
+    fn plan(&self, request: &PlanRequest) -> Result<Box<dyn Workload>, RunError> {
+        if request.conditions.is_some() || request.tasks.is_some() {
+            return Err(RunError::Setup("sums have no conditions or tasks".into()));
+        }
+        Ok(Box::new(Sums::new(request.limit.unwrap_or(5))))
+    }
 }
 
 static SUITES: Registry = Registry::new(&[&SumsSuite as &dyn Suite]);
@@ -166,11 +172,23 @@ static SUITES: Registry = Registry::new(&[&SumsSuite as &dyn Suite]);
 fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alone() {
     let dir = std::env::temp_dir().join(format!("creg-third-suite-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
-    let sums = Sums::new(5);
+    // Planned as the binary plans every run: the registry finds the suite by the name
+    // `--suite` gives, and the suite plans the request.
+    let request = PlanRequest {
+        limit: Some(5),
+        ..PlanRequest::default()
+    };
+    let sums = SUITES.plan("sums", &request).unwrap();
+    let sums = sums.as_ref();
+    let refused = SUITES.plan("sum", &request).err().unwrap().to_string();
+    assert!(
+        refused.contains("\"sum\"") && refused.contains("known: sums"),
+        "{refused}"
+    );
     let mut adder = sums.baseline("adder").expect("the suite's baseline");
-    let m = manifest(&sums, &json!({"name": "adder"}), &json!({}), "test");
+    let m = manifest(sums, &json!({"name": "adder"}), &json!({}), "test");
 
-    let first = execute(adder.as_mut(), &sums, &m, &dir, "adder", &mut Quiet).unwrap();
+    let first = execute(adder.as_mut(), sums, &m, &dir, "adder", &mut Quiet).unwrap();
     // 5 sums x 2 seeds; the first sum's answers are no number: contract failures.
     assert_eq!(first.running.total, 10);
     assert_eq!(first.running.generated, 10);
@@ -190,7 +208,7 @@ fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alo
     );
 
     // Run again: everything is in the journal, nothing is generated twice.
-    let again = execute(adder.as_mut(), &sums, &m, &dir, "adder", &mut Quiet).unwrap();
+    let again = execute(adder.as_mut(), sums, &m, &dir, "adder", &mut Quiet).unwrap();
     assert_eq!((again.recovered, again.running.generated), (10, 0));
     assert_eq!(again.running.correct, 8);
 

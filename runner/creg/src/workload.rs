@@ -17,6 +17,7 @@ use identity::CregIdentity;
 use runner_core::journal::SampleRecord;
 use runner_core::run::manifest::Decoding;
 use runner_core::run::{Job, RunError, Scoring, Workload};
+use runner_core::suite::PlanRequest;
 use runner_engine::digest::sha256_hex;
 use runner_engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use serde_json::Value;
@@ -221,6 +222,31 @@ impl runner_core::suite::Suite for CregSuite {
         suite_file: Option<&Path>,
     ) -> Result<Box<dyn Workload>, RunError> {
         Ok(Box::new(CregWorkload::from_identity(identity, suite_file)?))
+    }
+
+    /// The frozen suite (or `--suite-file`) planned over the conditions and tasks
+    /// asked, the principal four and all tasks by default, at the protocol's sampling.
+    fn plan(&self, request: &PlanRequest) -> Result<Box<dyn Workload>, RunError> {
+        let given = |list: &Option<Vec<String>>, default: &str| {
+            list.clone().unwrap_or_else(|| vec![default.to_string()])
+        };
+        let bad = |e: plan::PlanError| RunError::Input(Box::new(e));
+        let spec = PlanSpec {
+            conditions: plan::parse_conditions(&given(&request.conditions, "principal"))
+                .map_err(bad)?,
+            tasks: plan::parse_tasks(&given(&request.tasks, "all")).map_err(bad)?,
+            seeds: request.seeds.clone(),
+            limit_per_regime: request.limit,
+            shard: request.shard,
+        };
+        let (suite, sha) = load_suite(request.suite_file.as_deref())?;
+        Ok(Box::new(CregWorkload::new(
+            suite,
+            sha,
+            spec,
+            request.max_new_tokens,
+            Sampling::PROTOCOL,
+        )?))
     }
 }
 

@@ -36,6 +36,7 @@ use identity::ProbeIdentity;
 use runner_core::journal::SampleRecord;
 use runner_core::run::manifest::Decoding;
 use runner_core::run::{Job, RunError, Scoring, Workload};
+use runner_core::suite::PlanRequest;
 use runner_engine::digest::sha256_hex;
 use runner_engine::{Backend, Message, Prompt, Request, Role, Sampling};
 use serde_json::Value;
@@ -295,6 +296,31 @@ impl runner_core::suite::Suite for ProbeSuite {
     ) -> Result<Box<dyn Workload>, RunError> {
         Ok(Box::new(ProbeWorkload::from_identity(
             identity, suite_file,
+        )?))
+    }
+
+    /// The generated pair (or `--suite-file`), every question of every item, at the
+    /// protocol's sampling. Conditions and tasks are CREG's: a Probe run refuses them.
+    fn plan(&self, request: &PlanRequest) -> Result<Box<dyn Workload>, RunError> {
+        if request.conditions.is_some() || request.tasks.is_some() {
+            return Err(RunError::Setup(
+                "--condition and --tasks apply to the CREG suite; a Probe run asks every question of its items".into(),
+            ));
+        }
+        let set = match &request.suite_file {
+            Some(p) => ProbeSet::from_file(p).map_err(|e| RunError::Input(Box::new(e)))?,
+            None => ProbeSet::generated(),
+        };
+        let plan = ProbePlan {
+            seeds: request.seeds.clone(),
+            limit_per_domain: request.limit,
+            shard: request.shard,
+        };
+        Ok(Box::new(ProbeWorkload::new(
+            set,
+            plan,
+            request.max_new_tokens,
+            Sampling::PROTOCOL,
         )?))
     }
 }
