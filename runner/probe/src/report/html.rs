@@ -5,8 +5,8 @@
 //! sample browser, which shows each item as its conversation.
 
 use crate::report::facets::ProbeFacts;
-use crate::report::tables::{self, Table};
-use crate::report::words::{set_kind, AXES, HEADLINE, PIT_MEASURES};
+use crate::report::tables::{self, Table, TextTable};
+use crate::report::words::{set_kind, AXES, HEADLINE, PIT_NOTE};
 use crate::report::{figures, tex};
 use crate::score::compare::fmt_p;
 use crate::score::{PitReport, ProbeReport, RunReport};
@@ -15,8 +15,6 @@ use runner_core::report::Facets;
 use runner_core::report::{escape, write_atomic, Browser, Page, Provenance};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-
-const PIT_NOTE: &str = "Exploratory: the point-in-time set is not human-validated, and has two items per domain and distance.";
 
 /// Styles of this report beyond the kit's: wrapped column heads, two-line cells.
 const STYLE: &str = "<style>\
@@ -76,6 +74,28 @@ pub fn table_html(t: &Table) -> String {
                     let _ = write!(s, "<td class=\"na\" data-cell=\"{key}\">\u{2013}</td>");
                 }
             }
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
+/// A table of figures already written as text, each cell escaped.
+pub fn text_table_html(t: &TextTable) -> String {
+    let mut s = format!(
+        "<table class=\"figures\" id=\"{}\"><thead><tr><th>{}</th>",
+        escape(t.id),
+        escape(t.corner)
+    );
+    for c in &t.columns {
+        let _ = write!(s, "<th>{}</th>", escape(c));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for (label, cells) in &t.rows {
+        let _ = write!(s, "<tr><th scope=\"row\">{}</th>", escape(label));
+        for c in cells {
+            let _ = write!(s, "<td>{}</td>", escape(c));
         }
         s.push_str("</tr>");
     }
@@ -215,53 +235,12 @@ pub fn sections(report: &RunReport) -> Vec<(&'static str, &'static str, String)>
     if !pit.is_empty() {
         let mut s = format!("<p class=\"note\">{PIT_NOTE}</p>");
         s.push_str(&table_html(&tables::pit(&pit)));
-        let mut leaks =
-            String::from("<table class=\"figures\" id=\"pit-leaks\"><thead><tr><th>system</th>");
-        for (_, name) in PIT_MEASURES {
-            let _ = write!(leaks, "<th>{}</th>", escape(name));
-        }
-        leaks.push_str("</tr></thead><tbody>");
-        let o = |v: Option<f64>| v.map_or_else(|| "\u{2013}".to_string(), |v| format!("{v:.3}"));
-        for (label, p) in &pit {
-            let _ = write!(
-                leaks,
-                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(label),
-                o(p.retracted_leak),
-                o(p.current_state_leak),
-                o(p.item_all_correct)
-            );
-        }
-        leaks.push_str("</tbody></table>");
-        s.push_str(&leaks);
+        s.push_str(&text_table_html(&tables::pit_leaks(&pit)));
         out.push(("pit", "Point in time", s));
     }
-    let comparisons = tables::comparisons(report);
-    if !comparisons.is_empty() {
-        let mut s =
-            String::from("<table class=\"figures\" id=\"comparisons\"><thead><tr><th>systems</th>");
-        for h in tables::COMPARISON_COLUMNS {
-            let _ = write!(s, "<th>{h}</th>");
-        }
-        s.push_str("</tr></thead><tbody>");
-        for c in &comparisons {
-            let _ = write!(
-                s,
-                "<tr><th scope=\"row\">{} vs {}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&c.a),
-                escape(&c.b),
-                c.items,
-                c.difference,
-                c.a_only,
-                c.b_only,
-                c.p
-            );
-        }
-        let _ = write!(
-            s,
-            "</tbody></table><p class=\"note\">{}</p>",
-            tables::COMPARISON_NOTE
-        );
+    if let Some(t) = tables::comparisons(report) {
+        let mut s = text_table_html(&t);
+        let _ = write!(s, "<p class=\"note\">{}</p>", tables::COMPARISON_NOTE);
         out.push(("comparisons", "Comparisons", s));
     }
     out

@@ -5,8 +5,8 @@
 //! Names a user chose (title, set, systems) are written as text, never as markup.
 
 use crate::report::html::split;
-use crate::report::tables::{self, Table};
-use crate::report::words::{set_kind, AXES, HEADLINE, PIT_MEASURES};
+use crate::report::tables::{self, Table, TextTable};
+use crate::report::words::{set_kind, AXES, HEADLINE, PIT_NOTE};
 use crate::score::compare::fmt_p;
 use crate::score::RunReport;
 use runner_core::report::markdown_text as md;
@@ -30,6 +30,18 @@ pub fn table_md(t: &Table) -> String {
             )
         }));
         let _ = writeln!(s, "| {} |", cells.join(" | "));
+    }
+    s
+}
+
+/// A table of figures already written as text: the row labels escaped, the headings
+/// and figures as they are.
+pub fn text_table_md(t: &TextTable) -> String {
+    let mut s = format!("| {} | {} |\n|", t.corner, t.columns.join(" | "));
+    s.push_str(&" --- |".repeat(t.columns.len() + 1));
+    s.push('\n');
+    for (label, cells) in &t.rows {
+        let _ = writeln!(s, "| {} | {} |", md(label), cells.join(" | "));
     }
     s
 }
@@ -120,45 +132,15 @@ pub fn summary(report: &RunReport) -> String {
         );
     }
     if !pit.is_empty() {
-        s.push_str("## Point in time\n\nExploratory: the point-in-time set is not human-validated, and has two items per domain and distance.\n\n");
+        let _ = write!(s, "## Point in time\n\n{PIT_NOTE}\n\n");
         s.push_str(&table_md(&tables::pit(&pit)));
-        let _ = writeln!(
-            s,
-            "\n| system | {} |\n|{}",
-            PIT_MEASURES.map(|(_, name)| name).join(" | "),
-            " --- |".repeat(PIT_MEASURES.len() + 1)
-        );
-        let o = |v: Option<f64>| v.map_or_else(|| "\u{2013}".to_string(), |v| format!("{v:.3}"));
-        for (label, p) in &pit {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} |",
-                md(label),
-                o(p.retracted_leak),
-                o(p.current_state_leak),
-                o(p.item_all_correct)
-            );
-        }
+        s.push('\n');
+        s.push_str(&text_table_md(&tables::pit_leaks(&pit)));
         s.push('\n');
     }
-    let comparisons = tables::comparisons(report);
-    if !comparisons.is_empty() {
-        s.push_str("## Comparisons\n\n| systems | ");
-        s.push_str(&tables::COMPARISON_COLUMNS.join(" | "));
-        s.push_str(" |\n| --- | --- | --- | --- | --- | --- |\n");
-        for c in &comparisons {
-            let _ = writeln!(
-                s,
-                "| {} vs {} | {} | {} | {} | {} | {} |",
-                md(&c.a),
-                md(&c.b),
-                c.items,
-                c.difference,
-                c.a_only,
-                c.b_only,
-                c.p
-            );
-        }
+    if let Some(t) = tables::comparisons(report) {
+        s.push_str("## Comparisons\n\n");
+        s.push_str(&text_table_md(&t));
         let _ = writeln!(s, "\n{}", tables::COMPARISON_NOTE);
     }
     s

@@ -4,7 +4,7 @@
 //! cell is an estimate with its interval and n, and the samples behind it.
 
 use crate::report::facets as f;
-use crate::report::words::{cell, AXES, HEADLINE};
+use crate::report::words::{cell, AXES, HEADLINE, PIT_MEASURES};
 use crate::score::{PitReport, ProbeReport};
 use runner_core::report::samples_href;
 use runner_core::stats::bootstrap::Estimate;
@@ -315,22 +315,42 @@ pub fn pit(systems: &Pit) -> Table {
     }
 }
 
-/// One paired comparison, its cells as text: the systems, the items both answered, the
-/// difference in post-change accuracy with its interval, the items only one got right,
-/// and the exact McNemar p.
+/// A table whose figures are already text (the point-in-time leaks, the comparisons),
+/// for `report.html` and `summary.md` alike: each row a label (names a user chose,
+/// escaped where rendered) and its figures.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Comparison {
-    pub a: String,
-    pub b: String,
-    pub items: usize,
-    pub difference: String,
-    pub a_only: usize,
-    pub b_only: usize,
-    pub p: String,
+pub struct TextTable {
+    /// HTML id.
+    pub id: &'static str,
+    /// What the rows are (first column's heading).
+    pub corner: &'static str,
+    pub columns: Vec<String>,
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+/// A figure to three places, or a dash where there is none.
+fn figure(v: Option<f64>) -> String {
+    v.map_or_else(|| "\u{2013}".to_string(), |v| format!("{v:.3}"))
+}
+
+/// How often each system's point-in-time answers leak a value they should not give.
+pub fn pit_leaks(systems: &Pit) -> TextTable {
+    TextTable {
+        id: "pit-leaks",
+        corner: "system",
+        columns: PIT_MEASURES.iter().map(|(_, n)| n.to_string()).collect(),
+        rows: systems
+            .iter()
+            .map(|(label, p)| {
+                let cells = [p.retracted_leak, p.current_state_leak, p.item_all_correct];
+                (label.to_string(), cells.into_iter().map(figure).collect())
+            })
+            .collect(),
+    }
 }
 
 /// The headings of [`comparisons`]' columns, after the systems.
-pub const COMPARISON_COLUMNS: [&str; 5] = [
+const COMPARISON_COLUMNS: [&str; 5] = [
     "items",
     "accuracy after the change, difference [95% CI]",
     "only the first right",
@@ -341,9 +361,14 @@ pub const COMPARISON_COLUMNS: [&str; 5] = [
 /// What the comparison table says under it.
 pub const COMPARISON_NOTE: &str = "Paired on the items both systems answered: bootstrap over items for the difference, exact McNemar on each item's majority answer. Per hop and arm: scores.json.";
 
-/// The run's paired comparisons, for `report.html` and `summary.md` alike.
-pub fn comparisons(report: &crate::score::RunReport) -> Vec<Comparison> {
-    report
+/// The run's paired comparisons, one row per pair of systems: the items both answered,
+/// the difference in post-change accuracy with its interval, the items only one got
+/// right, and the exact McNemar p. None when the run compares nothing.
+pub fn comparisons(report: &crate::score::RunReport) -> Option<TextTable> {
+    if report.comparisons.is_empty() {
+        return None;
+    }
+    let rows = report
         .comparisons
         .iter()
         .map(|c| {
@@ -355,15 +380,20 @@ pub fn comparisons(report: &crate::score::RunReport) -> Vec<Comparison> {
                 .mcnemar
                 .get("all")
                 .map_or((0, 0, 1.0), |m| (m.a_only, m.b_only, m.p_value));
-            Comparison {
-                a: c.a.clone(),
-                b: c.b.clone(),
-                items: c.items,
+            let cells = vec![
+                c.items.to_string(),
                 difference,
-                a_only,
-                b_only,
-                p: crate::score::compare::fmt_p(p),
-            }
+                a_only.to_string(),
+                b_only.to_string(),
+                crate::score::compare::fmt_p(p),
+            ];
+            (format!("{} vs {}", c.a, c.b), cells)
         })
-        .collect()
+        .collect();
+    Some(TextTable {
+        id: "comparisons",
+        corner: "systems",
+        columns: COMPARISON_COLUMNS.iter().map(|c| c.to_string()).collect(),
+        rows,
+    })
 }

@@ -398,3 +398,37 @@ fn scores_csv_keeps_machine_keys_and_adds_plain_labels() {
         assert!(csv.contains(row), "{row} not in:\n{csv}");
     }
 }
+
+#[test]
+fn a_text_table_is_the_same_rows_on_the_page_and_in_the_summary() {
+    use crate::report::html::text_table_html;
+    use crate::report::summary::text_table_md;
+    use crate::report::tables::TextTable;
+    let t = TextTable {
+        id: "leaks",
+        corner: "system",
+        columns: vec!["first".into(), "second".into()],
+        rows: vec![
+            (
+                "<b>mine</b> vs x|y".into(),
+                vec!["0.250".into(), "1.000 [0.9, 1.0]".into()],
+            ),
+            ("plain".into(), vec!["\u{2013}".into(), "3".into()]),
+        ],
+    };
+    let html = text_table_html(&t);
+    assert!(html.starts_with("<table class=\"figures\" id=\"leaks\"><thead><tr><th>system</th><th>first</th><th>second</th></tr>"), "{html}");
+    assert!(html.contains("<tr><th scope=\"row\">&lt;b&gt;mine&lt;/b&gt; vs x|y</th><td>0.250</td><td>1.000 [0.9, 1.0]</td></tr>"), "{html}");
+    assert_eq!(html.matches("<tr>").count(), 3);
+    let md = text_table_md(&t);
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "| system | first | second |",
+            "| --- | --- | --- |",
+            "| \\<b\\>mine\\</b\\> vs x\\|y | 0.250 | 1.000 [0.9, 1.0] |",
+            "| plain | \u{2013} | 3 |",
+        ]
+    );
+}

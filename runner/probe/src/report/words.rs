@@ -133,6 +133,9 @@ pub fn estimate(e: Option<&Estimate>) -> String {
     )
 }
 
+/// What the point-in-time section says first, on the page and in `summary.md`.
+pub const PIT_NOTE: &str = "Exploratory: the point-in-time set is not human-validated, and has two items per domain and distance.";
+
 /// The point-in-time leak measures: (key in `scores.json`, name).
 pub const PIT_MEASURES: [(&str, &str); 3] = [
     ("retracted_leak", "Gives the corrected-away value"),
