@@ -12,7 +12,7 @@ use runner_engine::candle::fixture::{Arch, Size};
 use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
 use runner_engine::candle::load::open::{self, LocalOptions};
 use runner_engine::candle::load::pins::{self, DigestMemory};
-use runner_engine::candle::{Refill, Scheduler};
+use runner_engine::candle::{Batching, Refill};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -343,7 +343,7 @@ fn mixed_workload(args: &BenchArgs) -> Result<Option<MixedWorkload>> {
         schedulers: args
             .scheduler
             .iter()
-            .map(|s| s.parse::<Scheduler>().map_err(anyhow::Error::msg))
+            .map(|s| s.parse::<Batching>().map_err(anyhow::Error::msg))
             .collect::<Result<_>>()?,
         refills: args
             .refill

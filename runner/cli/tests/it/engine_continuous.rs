@@ -5,7 +5,7 @@
 use runner_engine::candle::bench::mixed::mixed_workload;
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
-use runner_engine::candle::{BatchLimits, Engine, Refill, Scheduler};
+use runner_engine::candle::{BatchLimits, Batching, Engine, Refill};
 use runner_engine::{Backend, Request, Sample, Sampling};
 use std::path::Path;
 
@@ -48,7 +48,7 @@ fn finished_rows_are_refilled_at_once_and_samples_match_static_groups() {
     let mut order = Vec::new();
     cont.generate_each(&reqs, &mut |s| order.push(s)).unwrap();
     let c = cont.batch_stats().unwrap();
-    let mut stat = engine(&dir, 6, 4096).with_scheduler(Scheduler::Static);
+    let mut stat = engine(&dir, 6, 4096).with_batching(Batching::Static);
     let static_samples = stat.generate(&reqs).unwrap();
     let s = stat.batch_stats().unwrap();
     let mut single = engine(&dir, 1, 4096);
@@ -216,8 +216,8 @@ fn a_request_of_more_seeds_than_the_row_limit_never_decodes_more_rows_than_it() 
     let mut wide = engine(&dir, 32, 4096);
     let want = sorted(wide.generate(&reqs).unwrap());
     assert_eq!(want.len(), 12);
-    for scheduler in [Scheduler::Continuous, Scheduler::Static] {
-        let mut narrow = engine(&dir, 4, 4096).with_scheduler(scheduler);
+    for scheduler in [Batching::Continuous, Batching::Static] {
+        let mut narrow = engine(&dir, 4, 4096).with_batching(scheduler);
         let got = sorted(narrow.generate(&reqs).unwrap());
         let stats = narrow.batch_stats().unwrap();
         assert!(

@@ -8,7 +8,7 @@ use crate::candle::bench::BenchTimes;
 use crate::candle::fixture::{write_fixture, Arch, Size};
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::memory_plan::bench_row_limit;
-use crate::candle::{select_device, BatchLimits, DeviceChoice, Engine, Refill, Scheduler};
+use crate::candle::{select_device, BatchLimits, Batching, DeviceChoice, Engine, Refill};
 use crate::Backend;
 use serde::Serialize;
 use serde_json::Value;
@@ -59,7 +59,7 @@ pub struct MixedWorkload {
     pub rows: Option<usize>,
     pub requests: usize,
     pub longest_cap: usize,
-    pub schedulers: Vec<Scheduler>,
+    pub schedulers: Vec<Batching>,
     /// Ways continuous batching refills finished rows' places, each run in turn; none:
     /// the device's own.
     pub refills: Vec<Refill>,
@@ -294,7 +294,7 @@ fn run_mixed(
     // One untimed pass warms allocators and thread pools.
     engine.bench_workload(
         &requests[..requests.len().min(4)],
-        Scheduler::Continuous,
+        Batching::Continuous,
         None,
     )?;
     // Refilling only applies to continuous batching; static groups run once per round.
@@ -302,12 +302,12 @@ fn run_mixed(
         [] => vec![None],
         r => r.iter().copied().map(Some).collect(),
     };
-    let arms: Vec<(Scheduler, Option<Refill>)> = mixed
+    let arms: Vec<(Batching, Option<Refill>)> = mixed
         .schedulers
         .iter()
         .flat_map(|&s| match s {
-            Scheduler::Continuous => refills.iter().map(|&r| (s, r)).collect(),
-            Scheduler::Static => vec![(s, None)],
+            Batching::Continuous => refills.iter().map(|&r| (s, r)).collect(),
+            Batching::Static => vec![(s, None)],
         })
         .collect();
     let mut results = Vec::new();
@@ -463,7 +463,7 @@ mod tests {
             rows: None,
             requests: 0,
             longest_cap: 256,
-            schedulers: vec![Scheduler::Continuous],
+            schedulers: vec![Batching::Continuous],
             refills: Vec::new(),
         };
         bench.mixed = Some(mixed.clone());

@@ -28,7 +28,7 @@ pub use runtime::model_runner::LogitTrace;
 use runtime::model_runner::ModelRunner;
 pub use runtime::phases::PhaseTimes;
 use runtime::scheduler::Policy;
-pub use runtime::scheduler::{BatchLimits, Refill, Scheduler, ROW_CAP};
+pub use runtime::scheduler::{BatchLimits, Batching, Refill, ROW_CAP};
 
 /// A decoder-only model that runs one step over a batch with an external cache.
 pub trait CausalLm: Send + Sync {
@@ -56,7 +56,7 @@ pub struct Engine {
     dtype: DType,
     weights: crate::candle::weights::WeightFormat,
     limits: BatchLimits,
-    scheduler: Scheduler,
+    batching: Batching,
     refill: Refill,
     /// Running totals of the decode batch's fill, for [`crate::Backend::batch_stats`].
     batch_stats: BatchStats,
@@ -77,15 +77,16 @@ impl Engine {
         self.limits
     }
 
-    /// Continuous batching is the engine's scheduler; static groups remain only as the
-    /// benchmark's baseline.
-    pub fn with_scheduler(mut self, scheduler: Scheduler) -> Self {
-        self.scheduler = scheduler;
+    /// Continuous batching is the engine's way; static groups remain only as the
+    /// benchmark's baseline. (The scheduler itself, which decides what runs in each
+    /// step, is `runtime::scheduler::Policy`.)
+    pub fn with_batching(mut self, batching: Batching) -> Self {
+        self.batching = batching;
         self
     }
 
-    pub fn scheduler(&self) -> Scheduler {
-        self.scheduler
+    pub fn batching(&self) -> Batching {
+        self.batching
     }
 
     /// How finished rows' places are refilled (in place by default). On the CPU both

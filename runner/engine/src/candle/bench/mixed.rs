@@ -3,7 +3,7 @@
 
 use crate::candle::choice::sampler::StreamKey;
 use crate::candle::runtime::phases::PhaseTimes;
-use crate::candle::{Engine, Refill, Scheduler};
+use crate::candle::{Batching, Engine, Refill};
 use crate::{Backend, EngineError, Prompt, Request, RequestId, Sampling};
 use serde::Serialize;
 use std::time::Instant;
@@ -11,7 +11,7 @@ use std::time::Instant;
 /// One pass of a workload under one scheduler.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadRun {
-    pub scheduler: Scheduler,
+    pub scheduler: Batching,
     /// How finished rows' places were refilled (continuous batching only).
     pub refill: Option<Refill>,
     /// Rows decoded together at most (the KV budget may allow fewer).
@@ -97,13 +97,13 @@ impl Engine {
     pub fn bench_workload(
         &mut self,
         requests: &[Request],
-        scheduler: Scheduler,
+        scheduler: Batching,
         refill: Option<Refill>,
     ) -> Result<WorkloadRun, EngineError> {
-        let saved = (self.scheduler, self.refill);
-        self.scheduler = scheduler;
+        let saved = (self.batching, self.refill);
+        self.batching = scheduler;
         self.refill = refill.unwrap_or(self.refill);
-        let used = (scheduler == Scheduler::Continuous).then_some(self.refill);
+        let used = (scheduler == Batching::Continuous).then_some(self.refill);
         let before = self.batch_stats;
         let times_before = self.phase_times;
         let (mut samples, mut tokens) = (0, 0);
@@ -113,7 +113,7 @@ impl Engine {
             tokens += s.generated_tokens();
         });
         let seconds = t.elapsed().as_secs_f64();
-        (self.scheduler, self.refill) = saved;
+        (self.batching, self.refill) = saved;
         result?;
         let stats = self.batch_stats.since(&before);
         Ok(WorkloadRun {

@@ -29,8 +29,10 @@ use candle_core::Device;
 use serde::Deserialize;
 use std::path::Path;
 
+/// The fields of a config.json (or generation_config.json) read before its
+/// architecture is known: which architecture, and its end tokens.
 #[derive(Deserialize)]
-pub(crate) struct ArchProbe {
+pub(crate) struct ConfigHead {
     model_type: Option<String>,
     #[serde(default)]
     pub(crate) eos_token_id: Option<TokenIds>,
@@ -86,10 +88,10 @@ impl Engine {
         let checkpoint = Checkpoint::open(&files.weights)?;
         let checkpoint_dtype = checkpoint.stored_dtype();
         let (dtype, format) = options.resolve(&device, checkpoint_dtype)?;
-        let probe: ArchProbe = read_json(&files.config, "model config")?;
-        let mut eos = probe.eos_token_id.map(TokenIds::ids).unwrap_or_default();
+        let head: ConfigHead = read_json(&files.config, "model config")?;
+        let mut eos = head.eos_token_id.map(TokenIds::ids).unwrap_or_default();
         if let Some(g) = &files.generation_config {
-            let gen: ArchProbe = read_json(g, "generation config")?;
+            let gen: ConfigHead = read_json(g, "generation config")?;
             eos.extend(gen.eos_token_id.map(TokenIds::ids).unwrap_or_default());
         }
         eos.sort_unstable();
@@ -100,7 +102,7 @@ impl Engine {
                 files.config.display()
             )));
         }
-        let model_type = probe.model_type.as_deref().unwrap_or_default();
+        let model_type = head.model_type.as_deref().unwrap_or_default();
         let Some(arch) = registry::by_model_type(model_type) else {
             let known: Vec<&str> = registry::ARCHITECTURES
                 .iter()
@@ -108,7 +110,7 @@ impl Engine {
                 .collect();
             return Err(EngineError::Model(format!(
                 "architecture {:?} in {} is not supported (model_type: {})",
-                probe.model_type,
+                head.model_type,
                 files.config.display(),
                 known.join(", ")
             )));
@@ -199,7 +201,7 @@ impl Engine {
             dtype,
             weights: format,
             limits,
-            scheduler: crate::candle::Scheduler::default(),
+            batching: crate::candle::Batching::default(),
             batch_stats: Default::default(),
             phase_times: Default::default(),
             activity: Default::default(),

@@ -3,7 +3,7 @@
 
 use crate::candle::runtime::scheduler::Demand;
 use crate::candle::runtime::{continuous, static_group};
-use crate::candle::{Engine, Scheduler};
+use crate::candle::{Batching, Engine};
 use crate::{Backend, BatchStats, EngineError, Request, RequestId, Sample};
 use std::collections::HashSet;
 
@@ -98,9 +98,9 @@ impl Engine {
                         on_sample(s)
                     }
                 };
-                match self.scheduler {
-                    Scheduler::Continuous => self.continuous(&pending, &mut peak, &mut once),
-                    Scheduler::Static => self.static_groups(&pending, &mut peak, &mut once),
+                match self.batching {
+                    Batching::Continuous => self.continuous(&pending, &mut peak, &mut once),
+                    Batching::Static => self.static_groups(&pending, &mut peak, &mut once),
                 }
             };
             let retry = match &result {

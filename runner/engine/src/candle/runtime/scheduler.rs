@@ -37,7 +37,7 @@ impl Default for BatchLimits {
 /// How requests share the decode batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Scheduler {
+pub enum Batching {
     /// A finished row's place goes to the next waiting prompt at once.
     #[default]
     Continuous,
@@ -45,12 +45,12 @@ pub enum Scheduler {
     Static,
 }
 
-impl std::str::FromStr for Scheduler {
+impl std::str::FromStr for Batching {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "continuous" => Ok(Scheduler::Continuous),
-            "static" => Ok(Scheduler::Static),
+            "continuous" => Ok(Batching::Continuous),
+            "static" => Ok(Batching::Static),
             _ => Err(format!("unknown scheduler {s:?} (continuous, static)")),
         }
     }

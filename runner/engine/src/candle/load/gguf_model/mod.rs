@@ -6,7 +6,7 @@ use crate::candle::layers::Weights;
 use crate::candle::load::encoder::PromptEncoder;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::{MemoryNeed, MIN_CONTEXT};
-use crate::candle::load::{available_bytes, check_token_ids, read_json, ArchProbe};
+use crate::candle::load::{available_bytes, check_token_ids, read_json, ConfigHead};
 use crate::candle::models as registry;
 use crate::candle::weights::{DTypeChoice, LoadOptions, WeightFormat};
 use crate::candle::Engine;
@@ -168,7 +168,7 @@ fn end_tokens(
         eos.extend(meta.token_ids(key)?);
     }
     if let Some(g) = &files.generation_config {
-        let gen: ArchProbe = read_json(g, "generation config")?;
+        let gen: ConfigHead = read_json(g, "generation config")?;
         eos.extend(gen.eos_token_id.map(|t| t.ids()).unwrap_or_default());
     }
     eos.sort_unstable();
