@@ -5,7 +5,7 @@ use clap::Subcommand;
 use probe::baseline::System;
 use probe::checker::{check_pit, check_probe, Stats};
 use probe::generator::{generate_pit, generate_probe, to_json};
-use probe::loader::{load_any, ProbeFile};
+use probe::load::{load_any, ProbeFile};
 use probe::provenance::provenance;
 use probe::render::{pit_prompts, probe_prompts};
 use probe::score::responses::{pair_pit, pair_probe};

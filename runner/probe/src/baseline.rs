@@ -13,7 +13,7 @@
 //! [`backend`] puts them behind the [`Backend`] trait; like the CREG
 //! baselines it reads the items, not the prompt. An abstention reads "unknown".
 
-use crate::records::{Axis, PitItem, ProbeItem};
+use crate::record::{Axis, PitItem, ProbeItem};
 use crate::render::{Phase, Question};
 use crate::response::{Answer, PitResponse, ProbeResponse};
 use runner_core::baseline::{Answers, BaselineBackend};

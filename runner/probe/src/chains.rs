@@ -1,7 +1,7 @@
 //! The fixed relation chain of each domain. Relation names are those of the published
 //! format, because `gold_invalidated` is scored against them.
 
-use crate::records::{Domain, HopDepth};
+use crate::record::{Domain, HopDepth};
 
 /// What kind of value the hop-k question asks for; it selects the alias rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

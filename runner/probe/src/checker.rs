@@ -5,7 +5,7 @@
 //! `chains.rs` with the generator, never its wording or value tables.
 
 use crate::chains::chain;
-use crate::records::{
+use crate::record::{
     loose_key, Axis, Confidence, Contradicted, Density, Domain, HopDepth, PitItem, PitQuery,
     ProbeItem, Scenario, BEFORE_ANY_FACT,
 };

@@ -6,7 +6,7 @@
 //! beside this file.
 
 use crate::chains::chain;
-use crate::records::{
+use crate::record::{
     Axis, Confidence, Contradicted, Density, Domain, Gold, HopDepth, OracleFact, OracleRetraction,
     PitId, PitItem, PitQuery, ProbeId, ProbeItem, QueryLabel, Relation, Scenario, Session,
     AFTER_FIRST_FACT, AFTER_SECOND_FACT, BEFORE_ANY_FACT,

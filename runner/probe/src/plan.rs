@@ -1,7 +1,7 @@
 //! What a Probe run plans: the first N items of every domain, the seeds, and a slice
 //! by request id as CREG's plan has; the workload asks every scored question of them.
 
-use crate::records::Domain;
+use crate::record::Domain;
 use runner_core::plan::Shard;
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! bench. A PIT query shows every session and asks about its reference date.
 
 use crate::chains::chain;
-use crate::records::{PitItem, ProbeItem, Session};
+use crate::record::{PitItem, ProbeItem, Session};
 use serde::Serialize;
 use std::fmt::Write;
 

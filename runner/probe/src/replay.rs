@@ -6,7 +6,7 @@
 //! functional, and confidence never gates belief.
 
 use crate::chains::chain;
-use crate::records::{
+use crate::record::{
     loose_key, Axis, Contradicted, Gold, OracleFact, OracleRetraction, PitItem, ProbeItem,
 };
 use chrono::NaiveDate;
@@ -314,7 +314,7 @@ pub fn check_date(d: &str, field: &str) -> Result<(), ReplayError> {
 mod tests {
     use super::*;
     use crate::generator::{generate_pit, generate_probe};
-    use crate::records::{Relation, Scenario};
+    use crate::record::{Relation, Scenario};
 
     fn pit(scenario: Scenario) -> PitItem {
         generate_pit()

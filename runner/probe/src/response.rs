@@ -2,7 +2,7 @@
 //! scorer reads and the baselines write. It lives with the suite's records so that
 //! answering (engine baselines) and scoring both depend on it, and not on each other.
 
-use crate::records::Axis;
+use crate::record::Axis;
 use serde::{Deserialize, Serialize};
 
 /// A model answer: free text, optionally with a structured abstention flag.

@@ -3,9 +3,9 @@
 //! (request ids and run manifests are keyed on it).
 
 use crate::generator::{generate_pit, generate_probe, to_json};
-use crate::loader::{parse_any, LoadError, ProbeFile};
+use crate::load::{parse_any, LoadError, ProbeFile};
 use crate::provenance::{provenance, SetProvenance};
-use crate::records::{PitItem, ProbeItem};
+use crate::record::{PitItem, ProbeItem};
 use runner_core::fsutil::component;
 use runner_engine::digest::sha256_hex;
 use std::path::Path;

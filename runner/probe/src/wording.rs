@@ -4,7 +4,7 @@
 //! `{old}` the value being contradicted. Entities are fictional where they are
 //! organisations and real where they are places, with time zones true to the cities.
 
-use crate::records::Domain;
+use crate::record::Domain;
 
 /// One coherent four-link chain of values: root, hop 2, hop 3, hop 4.
 pub type ChainValues = [&'static str; 4];

@@ -3,7 +3,7 @@
 //! it (docs/probe-answers.md).
 
 use probe::generator::{generate_pit, generate_probe};
-use probe::records::{Gold, ProbeItem};
+use probe::record::{Gold, ProbeItem};
 use probe::render::probe_prompts;
 use probe::score::{score_pit_query, score_probe_item, Answer, Outcome, ProbeResponse};
 

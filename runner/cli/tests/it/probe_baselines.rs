@@ -4,8 +4,8 @@
 
 use probe::baseline::System;
 use probe::generator::{generate_pit, generate_probe};
-use probe::loader::load_probe;
-use probe::records::{Contradicted, PitItem, ProbeItem};
+use probe::load::load_probe;
+use probe::record::{Contradicted, PitItem, ProbeItem};
 use probe::score::{score_pit, score_probe, score_probe_item, Outcome, RunReport, SystemReport};
 
 fn v0() -> Vec<ProbeItem> {

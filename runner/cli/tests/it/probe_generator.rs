@@ -3,8 +3,8 @@
 
 use probe::checker::{check_pit, check_probe, unbalanced_gold_pre, Finding, Stats};
 use probe::generator::{generate_pit, generate_probe, to_json};
-use probe::loader::{parse_pit, parse_probe};
-use probe::records::{Axis, Gold, Relation};
+use probe::load::{parse_pit, parse_probe};
+use probe::record::{Axis, Gold, Relation};
 use std::collections::BTreeMap;
 
 fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
@@ -97,8 +97,8 @@ fn correction_history_answers_the_corrected_value_in_the_past() {
             .map(|f| f.object.as_str())
             .collect();
         let want = match item.scenario {
-            probe::records::Scenario::DoubleUpdate => values[0],
-            probe::records::Scenario::CorrectionThenUpdate => values[1],
+            probe::record::Scenario::DoubleUpdate => values[0],
+            probe::record::Scenario::CorrectionThenUpdate => values[1],
         };
         assert_eq!(first.gold, Gold::Value(want.to_string()), "{}", item.pit_id);
     }
@@ -205,7 +205,7 @@ fn pit_checker_catches_a_mutated_query_gold() {
 
 #[test]
 fn gold_pre_values_are_balanced_within_every_hop_and_domain_cell() {
-    use probe::records::Domain;
+    use probe::record::Domain;
     let items = generate_probe();
     assert!(unbalanced_gold_pre(&items).is_empty());
     // The daylight-saving question: half "yes", half "no", so always "yes" gets 50%.

@@ -3,7 +3,7 @@
 
 use probe::checker::{check_probe, Stats};
 use probe::generator::{generate_pit, generate_probe, to_json};
-use probe::loader::{load_probe, parse_any, parse_pit, parse_probe, LoadError, ProbeFile};
+use probe::load::{load_probe, parse_any, parse_pit, parse_probe, LoadError, ProbeFile};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 

@@ -199,7 +199,7 @@ fn files_saved_with_a_byte_order_mark_are_read() {
         ok(&["probe", "check", s(&marked)]);
     }
     // A responses file with a mark, its first line naming an item.
-    let items = probe::loader::load_probe(&dir.join("probe.json")).unwrap();
+    let items = probe::load::load_probe(&dir.join("probe.json")).unwrap();
     let responses = dir.join("responses.jsonl");
     let first = format!(
         "{{\"probe_id\": {:?}, \"pre\": \"x\"}}",

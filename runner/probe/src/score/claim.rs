@@ -9,7 +9,7 @@
 //! the first person ("my employer is X", quoted or not), since repeating what the user
 //! said is not answering what was asked.
 
-use crate::records::{PitItem, ProbeItem, Session};
+use crate::record::{PitItem, ProbeItem, Session};
 use crate::render::{INSTRUCTION, PIT_INSTRUCTION, PREAMBLE};
 use crate::score::normalize::tokens;
 

@@ -3,7 +3,7 @@
 //! accuracy difference) and the depth trend within each contradicted arm
 //! (Cochran-Armitage).
 
-use crate::records::{Contradicted, ProbeItem};
+use crate::record::{Contradicted, ProbeItem};
 use crate::score::outcome::{score_probe_item, ProbeResponse};
 use runner_core::stats::bootstrap::{paired_bootstrap, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use serde::Serialize;

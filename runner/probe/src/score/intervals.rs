@@ -4,7 +4,7 @@
 //! per-item fraction) value over the samples it is defined on, with the same bootstrap
 //! clustered by item as the report's accuracies.
 
-use crate::records::ProbeItem;
+use crate::record::ProbeItem;
 use crate::score::outcome::{ItemScore, Outcome};
 use runner_core::stats::bootstrap::{mean_ci, Estimate};
 use serde::Serialize;

@@ -1,7 +1,7 @@
 //! Per-item and per-query scoring. Pure: no I/O, and any model text is accepted.
 
 use crate::chains::{chain, AnswerKind};
-use crate::records::{loose_key, Contradicted, Gold, PitItem, PitQuery, ProbeItem};
+use crate::record::{loose_key, Contradicted, Gold, PitItem, PitQuery, ProbeItem};
 pub use crate::response::ProbeResponse;
 use crate::score::claim::PromptEcho;
 use crate::score::matching::{aliases, read_reply, Alias, Answer, Reading};
@@ -247,7 +247,7 @@ pub fn score_pit_query(item: &PitItem, query: &PitQuery, answer: &Answer) -> Que
 mod tests {
     use super::*;
     use crate::generator::{generate_pit, generate_probe};
-    use crate::records::{Gold, Scenario};
+    use crate::record::{Gold, Scenario};
 
     fn item(pred: impl Fn(&ProbeItem) -> bool) -> ProbeItem {
         generate_probe()
@@ -324,7 +324,7 @@ mod tests {
         let it = item(|i| {
             i.hop_depth.get() == 4
                 && i.contradicted == Contradicted::Derived
-                && i.domain == crate::records::Domain::Employment
+                && i.domain == crate::record::Domain::Employment
         });
         let gold_no =
             crate::score::normalize::normalize(it.gold_post.as_str()).contains("standard");

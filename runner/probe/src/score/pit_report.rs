@@ -2,7 +2,7 @@
 //! human-validated and has two items per domain x density cell, so its report is
 //! flagged exploratory and those cells are descriptive only.
 
-use crate::records::{PitItem, Scenario, AFTER_FIRST_FACT};
+use crate::record::{PitItem, Scenario, AFTER_FIRST_FACT};
 pub use crate::response::PitResponse;
 use crate::score::matching::Answer;
 use crate::score::outcome::{score_pit_query, QueryScore};

@@ -1,7 +1,7 @@
 //! Aggregation of core-item scores into the Probe report, with 95% intervals from a
 //! bootstrap clustered by item (several samples of one item, e.g. seeds, move together).
 
-use crate::records::{Contradicted, ProbeItem};
+use crate::record::{Contradicted, ProbeItem};
 use crate::score::compare::{depth_trends, fmt_p, Trend};
 use crate::score::intervals::{intervals, Intervals};
 use crate::score::matching::{ABSTENTION_VERSION, ALIAS_VERSION};

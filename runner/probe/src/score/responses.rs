@@ -10,7 +10,7 @@
 //! Items with no line are paired with empty answers so that they count as wrong rather
 //! than silently shrinking the denominator.
 
-use crate::records::{Axis, PitItem, ProbeItem};
+use crate::record::{Axis, PitItem, ProbeItem};
 use crate::score::matching::Answer;
 use crate::score::outcome::ProbeResponse;
 use crate::score::pit_report::PitResponse;

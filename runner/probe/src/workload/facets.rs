@@ -1,10 +1,10 @@
 //! Each planned question's facets and reference for the HTML report: the journal holds
 //! only the item id, the Probe set holds the rest.
 
-use crate::records::{Gold, PitItem, ProbeItem, Session};
+use crate::record::{Gold, PitItem, ProbeItem, Session};
 use crate::render::{session_date, Phase, Question};
 use crate::report::facets::{self as f, ProbeFacts, QuestionFacts, POINT_IN_TIME};
-use crate::run::ProbeWorkload;
+use crate::workload::ProbeWorkload;
 use serde_json::{json, Value};
 
 /// The conversation a question was asked after, as the sample browser shows it: each

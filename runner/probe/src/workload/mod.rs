@@ -28,7 +28,7 @@ pub mod identity;
 
 use crate::baseline::System;
 use crate::plan::{first_per_domain, ProbePlan};
-use crate::records::{PitItem, ProbeItem};
+use crate::record::{PitItem, ProbeItem};
 use crate::render::{followup_prompt, pit_prompts, probe_prompts, request_id, Phase, Question};
 use crate::score::RunReport;
 use crate::set::{Part, ProbeSet};

@@ -1,7 +1,7 @@
 //! Unit tests of the Probe workload: jobs, ids, limits and shards, scoring, names.
 
 use crate::generator::{generate_pit, generate_probe, to_json};
-use crate::run::*;
+use crate::workload::*;
 use runner_core::plan::{Shard, PROTOCOL_SEEDS};
 
 fn workload(limit: Option<usize>, shard: Option<Shard>) -> ProbeWorkload {

@@ -3,8 +3,8 @@
 
 use crate::plan::ProbePlan;
 use crate::render::PROMPT_VERSION;
-use crate::run::{ProbeWorkload, FAMILY};
 use crate::set::ProbeSet;
+use crate::workload::{ProbeWorkload, FAMILY};
 use runner_core::run::manifest::{
     field, optional, optional_usize, seeds_field, shard_field, str_field, usize_field, Decoding,
     IdentityError,

@@ -3,12 +3,12 @@
 //! the Probe scorer's reports.
 
 use crate::render::{Phase, Question};
-use crate::run::followup::{parse_followup, Followup};
-use crate::run::{ProbeWorkload, Scoring};
 use crate::score::{
     compare_probe, score_pit, score_pit_query, score_probe, score_probe_item, Answer, PitResponse,
     ProbeResponse, RunReport, SystemReport,
 };
+use crate::workload::followup::{parse_followup, Followup};
+use crate::workload::{ProbeWorkload, Scoring};
 use runner_core::journal::SampleRecord;
 use serde_json::json;
 use std::collections::BTreeMap;

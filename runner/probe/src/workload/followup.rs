@@ -4,7 +4,7 @@
 //! `correction`). Every sample lands in one category; a failure is counted, never
 //! dropped, and scores as no invalidation and a wrong axis.
 
-use crate::records::Axis;
+use crate::record::Axis;
 use runner_core::contract::{Category, Invalid};
 use runner_core::extract::{extract_object, Repair};
 use runner_engine::FinishReason;

@@ -4,7 +4,7 @@
 //! first the whole array as untyped JSON (syntax errors, truncation), then each element
 //! into its record with `serde_path_to_error` (missing fields, wrong types, bad values).
 
-use crate::records::{PitItem, ProbeItem};
+use crate::record::{PitItem, ProbeItem};
 use runner_core::strict;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
