@@ -228,80 +228,30 @@ pub fn execute_with(
         .iter()
         .flat_map(|j| j.request.seeds.iter().map(|&s| (j.request.id.as_str(), s)))
         .collect();
-    let (mut running, mut done) = rescore_recovered(workload, jobs, &planned, &recovered, dir)?;
+    let (mut running, done) = rescore_recovered(workload, jobs, &planned, &recovered, dir)?;
     observer.resumed(&running, &recovered);
     let mut failed_log = FailedLog::open(&journal)?;
-    if !options.retry_failed {
-        done.extend(failed_log.known.keys().cloned());
-    }
-
+    let pending = pending_after(jobs, &done, (&failed_log, options));
     let by_id: HashMap<&RequestId, &Job> = jobs.iter().map(|j| (&j.request.id, j)).collect();
-    let pending = pending_after(jobs, &done);
     let batch = backend.preferred_batch().max(1);
     let mut start = 0;
     while start < pending.len() {
         let end = call_end(&pending, start, batch);
-        let mut appender = Appender::new(&mut journal);
-        let mut failure: Option<RunError> = None;
         let before_call = backend.batch_stats();
-        let result = backend.generate_handing_over(&pending[start..end], &mut |h: Handover| {
-            if failure.is_some() {
-                return;
-            }
-            let sample: Sample = match h {
-                Handover::Sample(s) => s,
-                Handover::Idle => {
-                    if let Err(e) = appender.idle() {
-                        failure = Some(e.into());
-                    }
-                    return;
-                }
-                Handover::Failed {
-                    request_id,
-                    seed,
-                    reason,
-                } => {
-                    if let Err(e) = failed_log.append(request_id.as_str(), seed, &reason) {
-                        failure = Some(e.into());
-                    }
-                    return;
-                }
-            };
-            let Some(job) = by_id.get(&sample.request_id) else {
-                failure = Some(RunError::Setup(format!(
-                    "the backend answered request {}, which is not in the plan",
-                    sample.request_id
-                )));
-                return;
-            };
-            let mut record = record_of(job, &sample);
-            match workload.score(&record) {
-                Ok(s) => {
-                    running.add(&s);
-                    running.generated += 1;
-                    running.generated_tokens += sample.generated_tokens();
-                    record.scores = s.scores;
-                    if let Err(e) = appender.add(record) {
-                        failure = Some(e.into());
-                    }
-                    observer.sample(&running);
-                }
-                Err(message) => {
-                    failure = Some(RunError::Setup(format!(
-                        "request {} seed {}: {message}",
-                        sample.request_id, sample.seed
-                    )))
-                }
-            }
-        });
+        let mut sink = CallSink {
+            appender: Appender::new(&mut journal),
+            failed_log: &mut failed_log,
+            workload,
+            by_id: &by_id,
+            running: &mut running,
+            observer: &mut *observer,
+            failure: None,
+        };
+        let result = backend.generate_handing_over(&pending[start..end], &mut |h| sink.take(h));
         // Whatever finished is kept, even when the backend failed part-way.
-        appender.flush()?;
-        // Per call, not per process: a killed process loses only its last call's figures.
-        if let (Some(log), Some(after), Some(before)) =
-            (&mut batch_log, backend.batch_stats(), before_call)
-        {
-            log.append(&after.since(&before))?;
-        }
+        sink.appender.flush()?;
+        let failure = sink.failure;
+        log_call_batch(&mut batch_log, before_call, backend.batch_stats())?;
         observer.journaled(&running);
         result?;
         if let Some(f) = failure {
@@ -327,6 +277,19 @@ pub fn execute_with(
             .map(|b| b.since(&batch_before.unwrap_or_default())),
         failed,
     })
+}
+
+/// The batch figures of one backend call, appended per call rather than per process:
+/// a killed process loses only its last call's figures.
+fn log_call_batch(
+    log: &mut Option<BatchLog>,
+    before: Option<runner_engine::batch::BatchStats>,
+    after: Option<runner_engine::batch::BatchStats>,
+) -> Result<(), RunError> {
+    if let (Some(log), Some(after), Some(before)) = (log, after, before) {
+        log.append(&after.since(&before))?;
+    }
+    Ok(())
 }
 
 /// The run's reports from its journal read back whole; returns the summary, the note on
@@ -375,8 +338,16 @@ fn rescore_recovered(
     Ok((running, done))
 }
 
-/// What is left of `jobs`: each request with the seeds not in `done`.
-fn pending_after(jobs: &[Job], done: &BTreeSet<(String, u64)>) -> Vec<Request> {
+/// What is left of `jobs` after a resume: each request with the seeds neither in `done`
+/// nor, unless the run retries them, kept as failed.
+fn pending_after(
+    jobs: &[Job],
+    done: &BTreeSet<(String, u64)>,
+    (failed_log, options): (&FailedLog, &RunOptions),
+) -> Vec<Request> {
+    let skipped = |key: &(String, u64)| {
+        done.contains(key) || (!options.retry_failed && failed_log.known.contains_key(key))
+    };
     let mut pending = Vec::new();
     for j in jobs {
         let seeds: Vec<u64> = j
@@ -384,7 +355,7 @@ fn pending_after(jobs: &[Job], done: &BTreeSet<(String, u64)>) -> Vec<Request> {
             .seeds
             .iter()
             .copied()
-            .filter(|&s| !done.contains(&(j.request.id.to_string(), s)))
+            .filter(|&s| !skipped(&(j.request.id.to_string(), s)))
             .collect();
         if !seeds.is_empty() {
             pending.push(Request {
@@ -456,6 +427,66 @@ impl<'j> Appender<'j> {
         self.finished.clear();
         self.last_append = Instant::now();
         Ok(())
+    }
+}
+
+/// Where one backend call's handovers go: each sample scored and journaled (a few at a
+/// time, by the [`Appender`]), each sample the backend could not have kept in
+/// `failed.jsonl`, the running figures to the observer. The first error is kept and
+/// the rest of the call's handovers are ignored; what was journaled before it stays.
+struct CallSink<'c, 'j> {
+    appender: Appender<'j>,
+    failed_log: &'c mut FailedLog,
+    workload: &'c dyn Workload,
+    by_id: &'c HashMap<&'c RequestId, &'c Job>,
+    running: &'c mut Running,
+    observer: &'c mut dyn Observer,
+    failure: Option<RunError>,
+}
+
+impl CallSink<'_, '_> {
+    fn take(&mut self, handover: Handover) {
+        if self.failure.is_some() {
+            return;
+        }
+        let taken = match handover {
+            Handover::Sample(s) => self.sample(&s),
+            Handover::Idle => self.appender.idle().map_err(RunError::from),
+            Handover::Failed {
+                request_id,
+                seed,
+                reason,
+            } => self
+                .failed_log
+                .append(request_id.as_str(), seed, &reason)
+                .map_err(RunError::from),
+        };
+        if let Err(e) = taken {
+            self.failure = Some(e);
+        }
+    }
+
+    fn sample(&mut self, sample: &Sample) -> Result<(), RunError> {
+        let Some(job) = self.by_id.get(&sample.request_id) else {
+            return Err(RunError::Setup(format!(
+                "the backend answered request {}, which is not in the plan",
+                sample.request_id
+            )));
+        };
+        let mut record = record_of(job, sample);
+        let scoring = self.workload.score(&record).map_err(|message| {
+            RunError::Setup(format!(
+                "request {} seed {}: {message}",
+                sample.request_id, sample.seed
+            ))
+        })?;
+        self.running.add(&scoring);
+        self.running.generated += 1;
+        self.running.generated_tokens += sample.generated_tokens();
+        record.scores = scoring.scores;
+        let added = self.appender.add(record);
+        self.observer.sample(self.running);
+        Ok(added?)
     }
 }
 
