@@ -23,69 +23,32 @@ impl Engine {
         label: &str,
         options: LoadOptions,
     ) -> Result<Engine, EngineError> {
-        if options.quantization.is_some() {
-            return Err(EngineError::Model(format!(
-                "{}: a GGUF file's weights are already in blocks; --quantization applies to \
-                 safetensors checkpoints",
-                path.display()
-            )));
-        }
-        if options.dtype == DTypeChoice::Bf16 {
-            return Err(EngineError::Model(format!(
-                "{}: a GGUF model computes in f32 (--dtype auto or f32)",
-                path.display()
-            )));
-        }
+        refuse_conversions(path, options)?;
         // The blocks' products take and give f32, on the CPU and on a GPU.
         let dtype = DType::F32;
         let header = GgufHeader::read(path)?;
-        let arch_name = header.architecture()?;
         let meta = config::Metadata::new(path, &header.content.metadata);
-        let bad = |message: String| EngineError::BadFile {
-            what: "GGUF model",
-            path: path.to_path_buf(),
-            message,
-        };
-        let embed = header
-            .content
-            .tensor_infos
-            .get("token_embd.weight")
-            .ok_or_else(|| bad("no tensor token_embd.weight (the embedding table)".into()))?;
-        let vocab = embed.shape.dims().first().copied().unwrap_or(0);
-        let tied = !header.content.tensor_infos.contains_key("output.weight");
-        let mut value = config::hf_config(&meta, &arch_name, vocab, tied)?;
-        if arch_name == "llama" && header.content.tensor_infos.contains_key(ROPE_FREQS) {
-            let divisors = rope_divisors(path, &header).map_err(bad)?;
-            let heads = value["num_attention_heads"].as_u64().unwrap_or(1).max(1);
-            let head_dim = value["head_dim"]
-                .as_u64()
-                .unwrap_or(value["hidden_size"].as_u64().unwrap_or(0) / heads);
-            let theta = value["rope_theta"].as_f64().unwrap_or(10_000.0);
-            let scaling = config::llama3_rope_scaling(&divisors, head_dim as usize, theta)
-                .map_err(|m| bad(format!("tensor {ROPE_FREQS}: {m}")))?;
-            value["rope_scaling"] = scaling;
-        }
-        let model_type = value["model_type"].as_str().unwrap_or_default();
-        let arch = registry::by_model_type(model_type)
-            .ok_or_else(|| bad(format!("no engine architecture for {model_type}")))?;
-        let config = (arch.parse)(&value.to_string())
-            .map_err(|m| bad(format!("metadata as a config: {m}")))?;
-        let shape = config.shape();
+        let bad = |message: String| bad_file(path, message);
+        let read = FileConfig::read(path, &header, &meta)?;
+        let shape = read.config.shape();
         shape
             .check()
             .map_err(|m| bad(format!("metadata as a config: {m}")))?;
         let encoder = PromptEncoder::load(files)?;
         let eos = end_tokens(&meta, files, encoder.end_tokens())?;
         check_token_ids(&encoder, &eos, shape.vocab, files)?;
-        let kv_elems = config.kv_values_per_token();
+        let kv_elems = read.config.kv_values_per_token();
         let on_cpu = device.is_cpu();
         let blocks = header.tensor_bytes();
         // On the CPU the projections' blocks are copied out of the file's tensors (and
         // a tied head out of the table), which are held until the load ends.
-        let table = (embed.shape.elem_count() / embed.ggml_dtype.block_size()
-            * embed.ggml_dtype.type_size()) as u64;
         let need = MemoryNeed {
-            weights: blocks + if tied && on_cpu { table } else { 0 },
+            weights: blocks
+                + if read.tied && on_cpu {
+                    read.table_bytes
+                } else {
+                    0
+                },
             load_peak: if on_cpu { blocks } else { 0 },
             kv_row: (kv_elems * MIN_CONTEXT * dtype.size_in_bytes()) as u64,
         };
@@ -93,8 +56,10 @@ impl Engine {
             let place = if on_cpu { "memory" } else { "GPU memory" };
             need.check(available, WeightFormat::Gguf, place)?;
         }
-        let types = header.tensor_types();
-        let slow = header.types_without_cpu_kernel();
+        // Projections of a type candle multiplies with scalar code are held as q8_0
+        // panels by the CPU's kernels (gguf::has_cpu_kernel): the label says so.
+        let as_panels = on_cpu && !options.rehearse_gpu;
+        let types = types_label(&header, as_panels);
         let model = Arc::new(header.load(&device)?);
         let weights = Weights {
             format: WeightFormat::Gguf,
@@ -108,33 +73,125 @@ impl Engine {
             dtype,
             device.clone(),
         );
-        let model = config
-            .load(vb, &arch.tensors, &weights)
+        let model = read
+            .config
+            .load(vb, &read.arch.tensors, &weights)
             .map_err(|e| bad(e.to_string()))?;
-        // Projections of a type candle multiplies with scalar code are held as q8_0
-        // panels on the CPU (gguf::has_cpu_kernel): the label says so.
-        let types: Vec<String> = types
-            .iter()
-            .map(
-                |(t, n)| match on_cpu && !options.rehearse_gpu && slow.contains(t) {
-                    true => format!("{n} {t} (as q8_0 panels)"),
-                    false => format!("{n} {t}"),
-                },
-            )
-            .collect();
         Ok(Engine::assemble(
             model,
             kv_elems * dtype.size_in_bytes(),
             encoder,
             eos,
             format!(
-                "{label} on {} (gguf weights: {}; f32 activations)",
+                "{label} on {} (gguf weights: {types}; f32 activations)",
                 super::place(options, &device),
-                types.join(", ")
             ),
             (device, dtype, WeightFormat::Gguf),
         ))
     }
+}
+
+/// A GGUF file's weights are used as stored: a quantization or a bf16 load is refused.
+fn refuse_conversions(path: &Path, options: LoadOptions) -> Result<(), EngineError> {
+    if options.quantization.is_some() {
+        return Err(EngineError::Model(format!(
+            "{}: a GGUF file's weights are already in blocks; --quantization applies to \
+             safetensors checkpoints",
+            path.display()
+        )));
+    }
+    if options.dtype == DTypeChoice::Bf16 {
+        return Err(EngineError::Model(format!(
+            "{}: a GGUF model computes in f32 (--dtype auto or f32)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn bad_file(path: &Path, message: String) -> EngineError {
+    EngineError::BadFile {
+        what: "GGUF model",
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// What the file's metadata says the model is: its config as an architecture of the
+/// engine reads it, whether the output head is the embedding table, and the table's
+/// bytes.
+struct FileConfig {
+    config: Box<dyn registry::ModelConfig>,
+    arch: &'static registry::Architecture,
+    tied: bool,
+    table_bytes: u64,
+}
+
+impl FileConfig {
+    fn read(
+        path: &Path,
+        header: &GgufHeader,
+        meta: &config::Metadata,
+    ) -> Result<FileConfig, EngineError> {
+        let bad = |message: String| bad_file(path, message);
+        let arch_name = header.architecture()?;
+        let embed = header
+            .content
+            .tensor_infos
+            .get("token_embd.weight")
+            .ok_or_else(|| bad("no tensor token_embd.weight (the embedding table)".into()))?;
+        let vocab = embed.shape.dims().first().copied().unwrap_or(0);
+        let tied = !header.content.tensor_infos.contains_key("output.weight");
+        let mut value = config::hf_config(meta, &arch_name, vocab, tied)?;
+        if arch_name == "llama" && header.content.tensor_infos.contains_key(ROPE_FREQS) {
+            value["rope_scaling"] = llama3_scaling(path, header, &value).map_err(bad)?;
+        }
+        let model_type = value["model_type"].as_str().unwrap_or_default();
+        let arch = registry::by_model_type(model_type)
+            .ok_or_else(|| bad(format!("no engine architecture for {model_type}")))?;
+        let config = (arch.parse)(&value.to_string())
+            .map_err(|m| bad(format!("metadata as a config: {m}")))?;
+        let table_bytes = (embed.shape.elem_count() / embed.ggml_dtype.block_size()
+            * embed.ggml_dtype.type_size()) as u64;
+        Ok(FileConfig {
+            config,
+            arch,
+            tied,
+            table_bytes,
+        })
+    }
+}
+
+/// The `rope_scaling` entry Llama 3.1's `rope_freqs.weight` stands for, checked against
+/// every divisor (`config::llama3_rope_scaling`).
+fn llama3_scaling(
+    path: &Path,
+    header: &GgufHeader,
+    value: &serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let divisors = rope_divisors(path, header)?;
+    let heads = value["num_attention_heads"].as_u64().unwrap_or(1).max(1);
+    let head_dim = value["head_dim"]
+        .as_u64()
+        .unwrap_or(value["hidden_size"].as_u64().unwrap_or(0) / heads);
+    let theta = value["rope_theta"].as_f64().unwrap_or(10_000.0);
+    config::llama3_rope_scaling(&divisors, head_dim as usize, theta)
+        .map_err(|m| format!("tensor {ROPE_FREQS}: {m}"))
+}
+
+/// The file's tensor types with their counts, those the CPU holds as q8_0 panels marked
+/// when `as_panels`.
+fn types_label(header: &GgufHeader, as_panels: bool) -> String {
+    let slow = header.types_without_cpu_kernel();
+    let types: Vec<String> = header
+        .tensor_types()
+        .iter()
+        .map(|(t, n)| match as_panels && slow.contains(t) {
+            true => format!("{n} {t} (as q8_0 panels)"),
+            false => format!("{n} {t}"),
+        })
+        .collect();
+    types.join(", ")
 }
 
 /// Llama 3's per-frequency RoPE divisors, as llama.cpp's converter stores them.
