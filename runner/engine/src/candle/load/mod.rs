@@ -38,7 +38,7 @@ pub(crate) struct ConfigHead {
     pub(crate) eos_token_id: Option<TokenIds>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum TokenIds {
     One(u32),
@@ -89,45 +89,14 @@ impl Engine {
         let checkpoint_dtype = checkpoint.stored_dtype();
         let (dtype, format) = options.resolve(&device, checkpoint_dtype)?;
         let head: ConfigHead = read_json(&files.config, "model config")?;
-        let mut eos = head.eos_token_id.map(TokenIds::ids).unwrap_or_default();
-        if let Some(g) = &files.generation_config {
-            let gen: ConfigHead = read_json(g, "generation config")?;
-            eos.extend(gen.eos_token_id.map(TokenIds::ids).unwrap_or_default());
-        }
-        eos.sort_unstable();
-        eos.dedup();
-        if eos.is_empty() {
-            return Err(EngineError::Model(format!(
-                "{} declares no eos_token_id",
-                files.config.display()
-            )));
-        }
-        let model_type = head.model_type.as_deref().unwrap_or_default();
-        let Some(arch) = registry::by_model_type(model_type) else {
-            let known: Vec<&str> = registry::ARCHITECTURES
-                .iter()
-                .flat_map(|a| a.model_types.iter().copied())
-                .collect();
-            return Err(EngineError::Model(format!(
-                "architecture {:?} in {} is not supported (model_type: {})",
-                head.model_type,
-                files.config.display(),
-                known.join(", ")
-            )));
-        };
-        let text = std::fs::read_to_string(&files.config).map_err(|source| EngineError::Io {
-            path: files.config.clone(),
-            source,
-        })?;
+        let eos = declared_end_tokens(files, &head)?;
+        let arch = architecture_of(files, &head)?;
         let bad_config = |message| EngineError::BadFile {
             what: "model config",
             path: files.config.clone(),
             message,
         };
-        let mut value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad_config(e.to_string()))?;
-        registry::hf_config::classic_keys(&mut value).map_err(bad_config)?;
-        let config = (arch.parse)(&value.to_string()).map_err(bad_config)?;
+        let config = parsed_config(files, arch)?;
         let shape = config.shape();
         shape
             .check()
@@ -138,12 +107,7 @@ impl Engine {
         let kv_elems = config.kv_values_per_token();
         let need = MemoryNeed::estimate(&checkpoint, format, dtype, kv_elems, device.is_cpu());
         if let Some(available) = available_bytes(&device) {
-            let place = if device.is_cpu() {
-                "memory"
-            } else {
-                "GPU memory"
-            };
-            need.check(available, format, place)?;
+            need.check(available, format, memory_place(&device))?;
         }
         let kernels = kernels_for(options, &device);
         let weights = crate::candle::layers::Weights {
@@ -206,6 +170,79 @@ impl Engine {
             phase_times: Default::default(),
             activity: Default::default(),
         }
+    }
+}
+
+/// The end tokens config.json and generation_config.json declare, at least one.
+fn declared_end_tokens(files: &ModelFiles, head: &ConfigHead) -> Result<Vec<u32>, EngineError> {
+    let mut eos = head
+        .eos_token_id
+        .clone()
+        .map(TokenIds::ids)
+        .unwrap_or_default();
+    if let Some(g) = &files.generation_config {
+        let gen: ConfigHead = read_json(g, "generation config")?;
+        eos.extend(gen.eos_token_id.map(TokenIds::ids).unwrap_or_default());
+    }
+    eos.sort_unstable();
+    eos.dedup();
+    if eos.is_empty() {
+        return Err(EngineError::Model(format!(
+            "{} declares no eos_token_id",
+            files.config.display()
+        )));
+    }
+    Ok(eos)
+}
+
+/// The engine's architecture for config.json's `model_type`, or an error naming those
+/// it has.
+fn architecture_of(
+    files: &ModelFiles,
+    head: &ConfigHead,
+) -> Result<&'static registry::Architecture, EngineError> {
+    let model_type = head.model_type.as_deref().unwrap_or_default();
+    registry::by_model_type(model_type).ok_or_else(|| {
+        let known: Vec<&str> = registry::ARCHITECTURES
+            .iter()
+            .flat_map(|a| a.model_types.iter().copied())
+            .collect();
+        EngineError::Model(format!(
+            "architecture {:?} in {} is not supported (model_type: {})",
+            head.model_type,
+            files.config.display(),
+            known.join(", ")
+        ))
+    })
+}
+
+/// config.json as `arch` reads it, after the keys transformers 5 renamed are read back
+/// under their classic names.
+fn parsed_config(
+    files: &ModelFiles,
+    arch: &registry::Architecture,
+) -> Result<Box<dyn registry::ModelConfig>, EngineError> {
+    let text = std::fs::read_to_string(&files.config).map_err(|source| EngineError::Io {
+        path: files.config.clone(),
+        source,
+    })?;
+    let bad_config = |message| EngineError::BadFile {
+        what: "model config",
+        path: files.config.clone(),
+        message,
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad_config(e.to_string()))?;
+    registry::hf_config::classic_keys(&mut value).map_err(bad_config)?;
+    (arch.parse)(&value.to_string()).map_err(bad_config)
+}
+
+/// What the memory check calls the device's memory.
+pub(crate) fn memory_place(device: &Device) -> &'static str {
+    if device.is_cpu() {
+        "memory"
+    } else {
+        "GPU memory"
     }
 }
 

@@ -53,8 +53,7 @@ impl Engine {
             kv_row: (kv_elems * MIN_CONTEXT * dtype.size_in_bytes()) as u64,
         };
         if let Some(available) = available_bytes(&device) {
-            let place = if on_cpu { "memory" } else { "GPU memory" };
-            need.check(available, WeightFormat::Gguf, place)?;
+            need.check(available, WeightFormat::Gguf, super::memory_place(&device))?;
         }
         // Projections of a type candle multiplies with scalar code are held as q8_0
         // panels by the CPU's kernels (gguf::has_cpu_kernel): the label says so.
