@@ -205,8 +205,10 @@ mod tests {
     }
 }
 
-/// Every heap allocation is counted, for `runner bench`'s allocations per decode step.
+/// Every heap allocation is counted, for `runner bench`'s allocations per decode step
+/// (the `alloc-count` feature, on by default; without it the bench reports them as null).
 /// It forwards to the system allocator (glibc's malloc here), so the tuning below holds.
+#[cfg(feature = "alloc-count")]
 #[global_allocator]
 static HEAP: runner_engine::alloc_count::CountingAlloc =
     runner_engine::alloc_count::CountingAlloc::HEAP;

@@ -5,6 +5,8 @@
 
 pub mod baseline;
 pub mod baseline_run;
+// The benchmark harnesses, a tool of the binary (the `tools` feature).
+#[cfg(any(test, feature = "tools"))]
 pub mod bench;
 pub mod checker;
 pub mod draw;

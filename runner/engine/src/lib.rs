@@ -6,8 +6,12 @@
 //! request asks is a prompt, and what comes back is text and token ids.
 
 pub mod activity;
+// The binary's tools (the `tools` feature): the counting allocator `runner bench`
+// installs, and the engine's benchmark harnesses.
+#[cfg(any(test, feature = "tools"))]
 pub mod alloc_count;
 pub mod batch;
+#[cfg(any(test, feature = "tools"))]
 pub mod bench;
 pub mod candle;
 pub mod digest;

@@ -323,6 +323,69 @@ fn layers_and_models_hold_no_device_branch() {
     assert!(chooser.contains("fn for_device") && chooser.contains("is_cpu()"));
 }
 
+/// The benchmark harnesses, the counting allocator and the GPU check's memory plan are
+/// tools of the `runner` binary, not the engine's or the suite's interface: a library
+/// user who does not ask for the `tools` feature neither compiles nor ships them. Each
+/// is declared under a `cfg` naming that feature (`any(test, ...)` keeps its unit tests).
+const TOOL_MODULES: &[(&str, &[&str])] = &[
+    ("engine/src/lib.rs", &["alloc_count", "bench"]),
+    ("engine/src/candle/mod.rs", &["bench", "memory_plan"]),
+    ("creg/src/lib.rs", &["bench"]),
+];
+
+/// The `#[...]` attributes right above the item on the line `decl` of `code` (comments
+/// between them skipped; a blank line ends them), or None where no line is `decl`.
+fn attributes_above(code: &str, decl: &str) -> Option<Vec<String>> {
+    let lines: Vec<&str> = code.lines().collect();
+    let at = lines.iter().position(|l| l.trim() == decl)?;
+    Some(
+        lines[..at]
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
+            .filter(|l| l.starts_with("#["))
+            .map(String::from)
+            .collect(),
+    )
+}
+
+fn under_tools_feature(attributes: &[String]) -> bool {
+    attributes
+        .iter()
+        .any(|a| a.starts_with("#[cfg(") && a.contains("feature = \"tools\""))
+}
+
+#[test]
+fn the_tools_are_compiled_only_with_the_tools_feature() {
+    let mut wrong = Vec::new();
+    for (file, modules) in TOOL_MODULES {
+        let path = crates_dir().join(file);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        for module in *modules {
+            match attributes_above(&text, &format!("pub mod {module};")) {
+                None => wrong.push(format!("runner/{file}: no `pub mod {module};`")),
+                Some(attrs) if !under_tools_feature(&attrs) => wrong.push(format!(
+                    "runner/{file}: `pub mod {module};` is compiled without the tools feature"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // The check itself: an attribute above counts, through a doc comment; one a blank
+    // line or an item away does not, nor a cfg of another feature.
+    let code = "#[cfg(feature = \"fixture\")]\npub mod a;\n#[cfg(any(test, feature = \"tools\"))]\n/// Doc.\npub mod b;\n#[cfg(feature = \"tools\")]\npub mod c;\npub mod d;\n#[cfg(feature = \"tools\")]\n\npub mod e;\n";
+    let tools = |m: &str| under_tools_feature(&attributes_above(code, m).unwrap());
+    assert!(!tools("pub mod a;"));
+    assert!(tools("pub mod b;"));
+    assert!(tools("pub mod c;"));
+    assert!(!tools("pub mod d;"));
+    assert!(!tools("pub mod e;"));
+}
+
 #[test]
 fn no_source_file_is_over_the_line_limit() {
     let mut files = Vec::new();

@@ -6,7 +6,7 @@
 //! (on the CPU too, with `--rehearse`). The figures come from the functions the engine
 //! itself sizes its batches with.
 
-use crate::candle::layers::GPU_SCORE_BUDGET;
+use crate::candle::layers::kernels::gpu::GPU_SCORE_BUDGET;
 use crate::candle::runtime::device::{gpu_kv_budget, row_limit};
 use crate::candle::runtime::kv_cache::join_peak_bytes;
 use crate::candle::runtime::scheduler::{BatchLimits, ROW_CAP};

@@ -1,6 +1,9 @@
 //! The candle engine: model files per architecture, an engine-owned batched KV cache,
 //! a scheduler that prefills each prompt once and forks it per seed, and the sampler.
 
+// `runner bench`'s fixed-shape runs and the GPU check's memory plan: the binary's tools
+// (the `tools` feature), compiled for the engine's unit tests too.
+#[cfg(any(test, feature = "tools"))]
 pub mod bench;
 pub mod chat_template;
 pub mod checkpoint;
@@ -13,12 +16,14 @@ pub mod fixture;
 pub mod gguf;
 mod layers;
 pub mod load;
+#[cfg(any(test, feature = "tools"))]
 pub mod memory_plan;
 pub mod models;
 pub mod runtime;
 pub mod weights;
 
 use crate::{BatchStats, EngineError, Prompt};
+#[cfg(any(test, feature = "tools"))]
 pub use bench::{BenchBreakdown, BenchTimes};
 use candle_core::{DType, Device, Tensor};
 use chat_template::ChatTemplate;

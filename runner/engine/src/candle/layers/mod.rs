@@ -13,7 +13,6 @@ mod proj;
 use crate::candle::runtime::kv_cache::StepLayout;
 use candle_core::{DType, Device, Result, Tensor};
 pub use embedding::Embedding;
-pub(crate) use kernels::gpu::GPU_SCORE_BUDGET;
 use kernels::{CpuKernels, HeadDims, Kernels};
 pub use names::{GateUpNames, QkvNames, TensorNames, SEPARATE};
 pub use proj::Proj;
