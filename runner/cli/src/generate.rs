@@ -106,7 +106,7 @@ pub fn generate(args: GenerateArgs) -> Result<ExitCode> {
         sampling: if args.greedy {
             Sampling::Greedy
         } else {
-            Sampling::PROTOCOL
+            runner_core::protocol::SAMPLING
         },
     };
     let encoder = PromptEncoder::load(&files)?;

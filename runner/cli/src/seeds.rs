@@ -44,7 +44,7 @@ pub fn flat(values: &[Seeds]) -> Vec<u64> {
 /// The protocol's seeds as `--seeds`' default: one value per seed, so the help reads
 /// `[default: 42 43 44]`, as the seeds may be given.
 pub fn protocol() -> Vec<Seeds> {
-    creg::plan::PROTOCOL_SEEDS
+    runner_core::protocol::SEEDS
         .iter()
         .map(|&s| Seeds(vec![s]))
         .collect()
@@ -61,6 +61,6 @@ mod tests {
         }
         let err = "42 x".parse::<Seeds>().unwrap_err();
         assert!(err.contains("\"x\" is not a seed"), "{err}");
-        assert_eq!(flat(&protocol()), creg::plan::PROTOCOL_SEEDS);
+        assert_eq!(flat(&protocol()), runner_core::protocol::SEEDS);
     }
 }

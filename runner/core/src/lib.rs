@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod journal;
 pub mod json_strings;
 pub mod plan;
+pub mod protocol;
 pub mod report;
 pub mod run;
 pub mod stats;

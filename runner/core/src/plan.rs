@@ -1,12 +1,10 @@
-//! What every suite's plan shares: the protocol's seeds, and `--shard I/N`, a
-//! deterministic slice by request id, so that N shard runs cover a plan exactly once.
+//! What every suite's plan shares: `--shard I/N`, a deterministic slice by request id,
+//! so that N shard runs cover a plan exactly once (the protocol's seeds are in
+//! [`crate::protocol`]).
 
 use std::fmt;
 use std::str::FromStr;
 use thiserror::Error;
-
-/// The generation seeds of the frozen protocol.
-pub const PROTOCOL_SEEDS: [u64; 3] = [42, 43, 44];
 
 #[derive(Debug, Error, PartialEq)]
 #[error("--shard {0:?}: expected I/N with 0 <= I < N, e.g. 0/4")]

@@ -4,7 +4,7 @@
 
 use crate::record::{Regime, Scenario};
 use crate::render::{Condition, Prompt, Renderer, Task};
-pub use runner_core::plan::{BadShard, Shard, PROTOCOL_SEEDS};
+pub use runner_core::plan::{BadShard, Shard};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -131,7 +131,7 @@ mod tests {
         PlanSpec {
             conditions: parse_conditions(&["principal".into()]).unwrap(),
             tasks: parse_tasks(&["all".into()]).unwrap(),
-            seeds: PROTOCOL_SEEDS.to_vec(),
+            seeds: runner_core::protocol::SEEDS.to_vec(),
             limit_per_regime: limit,
             shard,
         }

@@ -5,14 +5,13 @@
 //! reports. It passes when every run folder holds its manifest, a complete journal and
 //! the reports, and the oracle scores perfectly.
 
-use crate::plan::{PlanSpec, PROTOCOL_SEEDS};
+use crate::plan::PlanSpec;
 use crate::render::{Condition, Task};
 use crate::workload::{load_suite, tokenizer_corpus, CregWorkload, SMOKE_VOCAB};
 use runner_core::journal::{self, JOURNAL_FILE, MANIFEST_FILE};
 use runner_core::run::model::{self, ModelSource};
 use runner_core::run::{execute, folder, manifest, Observer, Outcome, RunError, Workload};
 use runner_engine::candle::fixture::{write_fixture_with, Arch, Size};
-use runner_engine::Sampling;
 use std::path::{Path, PathBuf};
 
 /// The run folder name of both smoke runs.
@@ -88,11 +87,17 @@ pub fn smoke(
     let spec = PlanSpec {
         conditions: opts.conditions.clone(),
         tasks: opts.tasks.clone(),
-        seeds: PROTOCOL_SEEDS.to_vec(),
+        seeds: runner_core::protocol::SEEDS.to_vec(),
         limit_per_regime: Some(opts.limit),
         shard: None,
     };
-    let workload = CregWorkload::new(suite, sha, spec, opts.max_new_tokens, Sampling::PROTOCOL)?;
+    let workload = CregWorkload::new(
+        suite,
+        sha,
+        spec,
+        opts.max_new_tokens,
+        runner_core::protocol::SAMPLING,
+    )?;
     let mut report = SmokeReport {
         runs: Vec::new(),
         failures: Vec::new(),

@@ -245,7 +245,7 @@ impl runner_core::suite::Suite for CregSuite {
             sha,
             spec,
             request.max_new_tokens,
-            Sampling::PROTOCOL,
+            runner_core::protocol::SAMPLING,
         )?))
     }
 }

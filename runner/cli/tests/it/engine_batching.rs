@@ -116,7 +116,7 @@ fn batch_size_padding_and_forks_lose_no_sample_and_change_no_cpu_token() {
         (Arch::Gemma3, "gemma3"),
     ] {
         let dir = fixture(arch, tag);
-        for sampling in [Sampling::PROTOCOL, Sampling::Greedy] {
+        for sampling in [runner_core::protocol::SAMPLING, Sampling::Greedy] {
             let reqs = requests(sampling, &[11, 12, 13]);
             let mut reference = None;
             for (rows, prefill_tokens) in [(1, 4096), (3, 64), (8, 4096), (24, 100)] {
@@ -152,11 +152,11 @@ fn batch_size_padding_and_forks_lose_no_sample_and_change_no_cpu_token() {
 fn seeds_fork_one_prefill_into_distinct_samples_like_single_seed_runs() {
     let dir = fixture(Arch::Qwen2, "fork");
     let mut e = engine(&dir, BatchLimits::default());
-    let reqs = requests(Sampling::PROTOCOL, &[1, 2, 3]);
+    let reqs = requests(runner_core::protocol::SAMPLING, &[1, 2, 3]);
     let forked = e.generate(&reqs).unwrap();
     assert_each_sample_once(&e, &reqs, &forked, "forked");
     for seed in [1u64, 2, 3] {
-        let reqs = requests(Sampling::PROTOCOL, &[seed]);
+        let reqs = requests(runner_core::protocol::SAMPLING, &[seed]);
         let single = e.generate(&reqs).unwrap();
         assert_each_sample_once(&e, &reqs, &single, &format!("seed {seed} alone"));
         if crate::gpu_like() {
@@ -232,7 +232,7 @@ fn unlimited(rows: usize) -> BatchLimits {
 #[test]
 fn an_out_of_memory_shrinks_the_batch_and_retries_without_losing_or_repeating_a_sample() {
     let dir = fixture(Arch::Qwen2, "oom");
-    let mut reqs = requests(Sampling::PROTOCOL, &[5, 6, 7]);
+    let mut reqs = requests(runner_core::protocol::SAMPLING, &[5, 6, 7]);
     // Rows that finish after one token are handed over before the failure, so the
     // retry decodes them again and must not hand them over twice.
     for r in reqs.iter_mut().step_by(2) {
@@ -271,7 +271,7 @@ fn an_out_of_memory_shrinks_the_batch_and_retries_without_losing_or_repeating_a_
 #[test]
 fn the_kv_budget_bounds_the_rows_decoded_together() {
     let dir = fixture(Arch::Qwen2, "budget");
-    let reqs = requests(Sampling::PROTOCOL, &[5, 6, 7]);
+    let reqs = requests(runner_core::protocol::SAMPLING, &[5, 6, 7]);
     let e = engine(&dir, unlimited(24));
     let longest = reqs
         .iter()

@@ -156,7 +156,7 @@ fn tokens_chosen_from_block_reads_are_the_in_place_samplers() {
     let dir = std::env::temp_dir().join(format!("engine-block-reads-{}", std::process::id()));
     write_fixture(Arch::Qwen2, Size::Small, &dir).unwrap();
     let samplings = [
-        Sampling::PROTOCOL,
+        runner_core::protocol::SAMPLING,
         Sampling::Greedy,
         Sampling::TopP {
             temperature: 0.001,
@@ -203,14 +203,14 @@ fn a_request_of_more_seeds_than_the_row_limit_never_decodes_more_rows_than_it() 
             ),
             seeds: (40..50).collect(),
             max_new_tokens: 128,
-            sampling: Sampling::PROTOCOL,
+            sampling: runner_core::protocol::SAMPLING,
         },
         Request {
             id: runner_engine::RequestId::new("few"),
             prompt: runner_engine::Prompt::Raw("a late report supersedes the camera".into()),
             seeds: vec![1, 2],
             max_new_tokens: 128,
-            sampling: Sampling::PROTOCOL,
+            sampling: runner_core::protocol::SAMPLING,
         },
     ];
     let mut wide = engine(&dir, 32, 4096);

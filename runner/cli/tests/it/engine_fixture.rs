@@ -5,7 +5,7 @@
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
 use runner_engine::candle::Engine;
-use runner_engine::{Backend, FinishReason, Message, Prompt, Request, RequestId, Role, Sampling};
+use runner_engine::{Backend, FinishReason, Message, Prompt, Request, RequestId, Role};
 use std::path::PathBuf;
 
 fn dir(tag: &str) -> PathBuf {
@@ -75,7 +75,7 @@ fn every_architecture_loads_encodes_once_and_generates() {
                 prompt: chat("the coin is fair"),
                 seeds: vec![5],
                 max_new_tokens: 7,
-                sampling: Sampling::PROTOCOL,
+                sampling: runner_core::protocol::SAMPLING,
             }])
             .unwrap();
         let s = &out[0];

@@ -4,7 +4,7 @@
 //! decode-batch figures, kept per invocation of a resumed run.
 
 use super::common::scratch;
-use creg::plan::{PlanSpec, PROTOCOL_SEEDS};
+use creg::plan::PlanSpec;
 use creg::render::{Condition, Task};
 use creg::workload::{load_suite, CregWorkload};
 use runner_core::journal::{batches, read_records, JOURNAL_FILE};
@@ -13,7 +13,7 @@ use runner_core::run::{
     execute, manifest::manifest, Observer, Quiet, Running, Workload, JOURNAL_EVERY, JOURNAL_GRACE,
 };
 use runner_engine::batch::BatchStats;
-use runner_engine::{Backend, EngineError, Request, Sample, Sampling};
+use runner_engine::{Backend, EngineError, Request, Sample};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -42,11 +42,12 @@ fn samples_reach_the_journal_while_the_backend_call_is_still_running() {
     let spec = PlanSpec {
         conditions: vec![Condition::ALL[0]],
         tasks: Task::ALL.to_vec(),
-        seeds: PROTOCOL_SEEDS.to_vec(),
+        seeds: runner_core::protocol::SEEDS.to_vec(),
         limit_per_regime: Some(1),
         shard: None,
     };
-    let workload = CregWorkload::new(suite, sha, spec, 64, Sampling::PROTOCOL).unwrap();
+    let workload =
+        CregWorkload::new(suite, sha, spec, 64, runner_core::protocol::SAMPLING).unwrap();
     // The oracle answers at once; a call that ends within JOURNAL_GRACE is journaled at
     // its end. This one takes its time first, as a model would.
     let mut backend = Slow(
@@ -165,11 +166,12 @@ fn each_invocation_of_a_resumed_run_keeps_its_batch_figures_and_the_report_pools
     let spec = PlanSpec {
         conditions: vec![Condition::ALL[0]],
         tasks: vec![Task::Belief],
-        seeds: PROTOCOL_SEEDS.to_vec(),
+        seeds: runner_core::protocol::SEEDS.to_vec(),
         limit_per_regime: Some(1),
         shard: None,
     };
-    let workload = CregWorkload::new(suite, sha, spec, 64, Sampling::PROTOCOL).unwrap();
+    let workload =
+        CregWorkload::new(suite, sha, spec, 64, runner_core::protocol::SAMPLING).unwrap();
     let planned: usize = workload.jobs().iter().map(|j| j.request.seeds.len()).sum();
     let dir = scratch("invocations");
     let m = manifest(

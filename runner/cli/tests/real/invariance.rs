@@ -38,7 +38,7 @@ fn protocol_sampling_on_smollm2_does_not_depend_on_the_batch() {
             prompt: c.prompt(),
             seeds: vec![42, 43, 44],
             max_new_tokens: 128,
-            sampling: Sampling::PROTOCOL,
+            sampling: runner_core::protocol::SAMPLING,
         })
         .collect();
     let mut engine = load(&dir, DTypeChoice::F32, None);

@@ -5,7 +5,6 @@
 use crate::baseline::{self as baseline, System};
 use crate::bench::{row, BenchError};
 use crate::frozen;
-use crate::plan::PROTOCOL_SEEDS;
 use crate::render::question::{questions, Question};
 use crate::render::Condition;
 use crate::score::aggregate::{self, Scored};
@@ -70,7 +69,7 @@ pub fn run(degenerate_bytes: &[usize]) -> Result<ScoreBenchResults, BenchError> 
     let mut samples: Vec<Scored> = Vec::with_capacity(texts.len() * 12);
     for (system, s, q, text) in &texts {
         for condition in &conditions {
-            for seed in PROTOCOL_SEEDS {
+            for seed in runner_core::protocol::SEEDS {
                 let score = score_text(s, *q, text, FinishReason::Stop).ok_or_else(|| {
                     BenchError::MissingQuestion {
                         scenario: s.id.to_string(),

@@ -104,7 +104,7 @@ mod tests {
     #[test]
     fn an_identity_reads_back_from_its_json_as_it_was() {
         for id in [
-            identity(None, None, Sampling::PROTOCOL),
+            identity(None, None, runner_core::protocol::SAMPLING),
             identity(
                 Some(Shard { index: 2, count: 4 }),
                 Some(3),
@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn null_fields_may_be_left_out() {
         // A merged run's manifest has no shard; the identity hash reads null as absent.
-        let id = identity(None, None, Sampling::PROTOCOL);
+        let id = identity(None, None, runner_core::protocol::SAMPLING);
         let mut v = id.to_json();
         v.as_object_mut().unwrap().remove("shard");
         v["plan"]

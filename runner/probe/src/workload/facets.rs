@@ -143,7 +143,6 @@ mod tests {
     use crate::plan::ProbePlan;
     use crate::report::facets::{FOLLOWUP, POST};
     use crate::set::ProbeSet;
-    use runner_engine::Sampling;
 
     #[test]
     fn every_question_has_its_kind_and_items_facets_and_gold() {
@@ -153,7 +152,7 @@ mod tests {
             limit_per_domain: Some(4),
             shard: None,
         };
-        let w = ProbeWorkload::new(set.clone(), plan, 8, Sampling::PROTOCOL).unwrap();
+        let w = ProbeWorkload::new(set.clone(), plan, 8, runner_core::protocol::SAMPLING).unwrap();
         let facts = w.facts();
         assert_eq!(facts.len(), w.jobs.len());
         let core = &set.core.as_ref().unwrap().items[0];

@@ -182,7 +182,7 @@ mod tests {
                     shard: None,
                 },
                 decoding: Decoding {
-                    sampling: Sampling::PROTOCOL,
+                    sampling: runner_core::protocol::SAMPLING,
                     max_new_tokens: 512,
                 },
             },

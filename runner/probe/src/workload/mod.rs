@@ -320,7 +320,7 @@ impl runner_core::suite::Suite for ProbeSuite {
             set,
             plan,
             request.max_new_tokens,
-            Sampling::PROTOCOL,
+            runner_core::protocol::SAMPLING,
         )?))
     }
 }

@@ -2,18 +2,18 @@
 
 use crate::generator::{generate_pit, generate_probe, to_json};
 use crate::workload::*;
-use runner_core::plan::{Shard, PROTOCOL_SEEDS};
+use runner_core::plan::Shard;
 
 fn workload(limit: Option<usize>, shard: Option<Shard>) -> ProbeWorkload {
     ProbeWorkload::new(
         ProbeSet::generated(),
         ProbePlan {
-            seeds: PROTOCOL_SEEDS.to_vec(),
+            seeds: runner_core::protocol::SEEDS.to_vec(),
             limit_per_domain: limit,
             shard,
         },
         64,
-        Sampling::PROTOCOL,
+        runner_core::protocol::SAMPLING,
     )
     .unwrap()
 }
