@@ -7,7 +7,7 @@
 //! its command and start time): do not regenerate them when the format changes.
 
 use crate::common::{crate_dir, ok};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The stored run of `suite` copied to `<out>/oracle/<folder>`, where a run with the
 /// same arguments finds it.
