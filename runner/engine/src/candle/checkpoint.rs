@@ -88,39 +88,137 @@ fn bad(path: &Path, message: String) -> EngineError {
     }
 }
 
+/// A safetensors file's header entries, in file order.
+type Entries = Vec<(String, serde_json::Value)>;
+
+/// A safetensors file opened and its header read: the file, its size, the header's
+/// length and its entries (a name given twice refused).
+fn read_header(path: &Path) -> Result<(File, u64, u64, Entries), EngineError> {
+    let io = |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    let mut len = [0u8; 8];
+    file.read_exact_at(&mut len, 0).map_err(io)?;
+    let len = u64::from_le_bytes(len);
+    if len > 100 << 20 || 8 + len > size {
+        return Err(bad(
+            path,
+            format!("header length {len} does not fit a file of {size} bytes"),
+        ));
+    }
+    let mut header = vec![0u8; len as usize];
+    file.read_exact_at(&mut header, 8).map_err(io)?;
+    let Header(entries) =
+        serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
+    let mut names = std::collections::BTreeSet::new();
+    if let Some(twice) = entries.iter().find(|(n, _)| !names.insert(n.as_str())) {
+        // JSON readers disagree on which of two entries wins: refuse to guess.
+        return Err(bad(
+            path,
+            format!("header: tensor {} is named twice", twice.0),
+        ));
+    }
+    Ok((file, size, len, entries))
+}
+
+/// Where a file's tensors are: which file of the checkpoint, where its data begins
+/// (after the header) and its size.
+#[derive(Clone, Copy)]
+struct Placement {
+    file: usize,
+    data_start: u64,
+    size: u64,
+}
+
+/// One header entry checked: a supported dtype, and offsets that hold its shape inside
+/// the file. Returns the tensor and its byte span relative to the data.
+fn tensor_info(
+    path: &Path,
+    name: &str,
+    value: serde_json::Value,
+    at: Placement,
+) -> Result<(TensorInfo, u64, u64), EngineError> {
+    let e: Entry =
+        serde_json::from_value(value).map_err(|err| bad(path, format!("tensor {name}: {err}")))?;
+    let dtype = match e.dtype.as_str() {
+        "F32" => DType::F32,
+        "BF16" => DType::BF16,
+        "F16" => DType::F16,
+        other => {
+            return Err(bad(
+                path,
+                format!("tensor {name}: dtype {other} is not supported (F32, BF16, F16)"),
+            ))
+        }
+    };
+    let [from, to] = e.data_offsets;
+    // Checked: a shape such as [2^62, 64] wraps an unchecked product to a small number
+    // that passes the offsets, and then fails to allocate.
+    let bytes = e
+        .shape
+        .iter()
+        .try_fold(dtype.size_in_bytes() as u64, |n, &d| {
+            n.checked_mul(d as u64)
+        })
+        .filter(|&b| usize::try_from(b).is_ok());
+    let start = at.data_start.checked_add(from);
+    let fits = match (bytes, start) {
+        (Some(bytes), Some(start)) => {
+            to >= from
+                && to - from == bytes
+                && start.checked_add(bytes).is_some_and(|end| end <= at.size)
+        }
+        _ => false,
+    };
+    if !fits {
+        return Err(bad(
+            path,
+            format!(
+                "tensor {name}: offsets {from}..{to} do not hold shape {:?} of {}",
+                e.shape, e.dtype
+            ),
+        ));
+    }
+    let info = TensorInfo {
+        dtype,
+        shape: e.shape,
+        file: at.file,
+        start: at.data_start + from,
+    };
+    Ok((info, from, to))
+}
+
+/// Refuses two tensors sharing bytes: writing one would change the other, and a forged
+/// file can alias a weight it wants to control.
+fn check_disjoint(path: &Path, mut spans: Vec<(u64, u64, String)>) -> Result<(), EngineError> {
+    spans.retain(|(from, to, _)| from < to);
+    spans.sort();
+    for pair in spans.windows(2) {
+        let ((a_from, a_to, a), (b_from, b_to, b)) = (&pair[0], &pair[1]);
+        // Sorted by start, spans clear of their neighbours are clear of all.
+        if b_from < a_to {
+            return Err(bad(
+                path,
+                format!(
+                    "tensors {a} (bytes {a_from}..{a_to}) and {b} (bytes \
+                     {b_from}..{b_to}) overlap"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Checkpoint {
     /// Reads the headers of `paths` (the tensors' bytes stay on disk).
     pub fn open(paths: &[PathBuf]) -> Result<Self, EngineError> {
         let mut files = Vec::new();
         let mut tensors = BTreeMap::new();
         for (index, path) in paths.iter().enumerate() {
-            let io = |source| EngineError::Io {
-                path: path.clone(),
-                source,
-            };
-            let file = File::open(path).map_err(io)?;
-            let size = file.metadata().map_err(io)?.len();
-            let mut len = [0u8; 8];
-            file.read_exact_at(&mut len, 0).map_err(io)?;
-            let len = u64::from_le_bytes(len);
-            if len > 100 << 20 || 8 + len > size {
-                return Err(bad(
-                    path,
-                    format!("header length {len} does not fit a file of {size} bytes"),
-                ));
-            }
-            let mut header = vec![0u8; len as usize];
-            file.read_exact_at(&mut header, 8).map_err(io)?;
-            let Header(entries) =
-                serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
-            let mut names = std::collections::BTreeSet::new();
-            if let Some(twice) = entries.iter().find(|(n, _)| !names.insert(n.as_str())) {
-                // JSON readers disagree on which of two entries wins: refuse to guess.
-                return Err(bad(
-                    path,
-                    format!("header: tensor {} is named twice", twice.0),
-                ));
-            }
+            let (file, size, len, entries) = read_header(path)?;
             let mut spans: Vec<(u64, u64, String)> = Vec::new();
             for (name, value) in entries {
                 if name == "__metadata__" {
@@ -132,77 +230,16 @@ impl Checkpoint {
                         format!("tensor {name} is also in an earlier file of the checkpoint"),
                     ));
                 }
-                let e: Entry = serde_json::from_value(value)
-                    .map_err(|err| bad(path, format!("tensor {name}: {err}")))?;
-                let dtype = match e.dtype.as_str() {
-                    "F32" => DType::F32,
-                    "BF16" => DType::BF16,
-                    "F16" => DType::F16,
-                    other => {
-                        return Err(bad(
-                            path,
-                            format!(
-                                "tensor {name}: dtype {other} is not supported (F32, BF16, F16)"
-                            ),
-                        ))
-                    }
+                let at = Placement {
+                    file: index,
+                    data_start: 8 + len,
+                    size,
                 };
-                let [from, to] = e.data_offsets;
-                // Checked: a shape such as [2^62, 64] wraps an unchecked product to a
-                // small number that passes the offsets, and then fails to allocate.
-                let bytes = e
-                    .shape
-                    .iter()
-                    .try_fold(dtype.size_in_bytes() as u64, |n, &d| {
-                        n.checked_mul(d as u64)
-                    })
-                    .filter(|&b| usize::try_from(b).is_ok());
-                let start = (8 + len).checked_add(from);
-                let fits = match (bytes, start) {
-                    (Some(bytes), Some(start)) => {
-                        to >= from
-                            && to - from == bytes
-                            && start.checked_add(bytes).is_some_and(|end| end <= size)
-                    }
-                    _ => false,
-                };
-                if !fits {
-                    return Err(bad(
-                        path,
-                        format!(
-                            "tensor {name}: offsets {from}..{to} do not hold shape {:?} of {}",
-                            e.shape, e.dtype
-                        ),
-                    ));
-                }
+                let (info, from, to) = tensor_info(path, &name, value, at)?;
                 spans.push((from, to, name.clone()));
-                tensors.insert(
-                    name,
-                    TensorInfo {
-                        dtype,
-                        shape: e.shape,
-                        file: index,
-                        start: 8 + len + from,
-                    },
-                );
+                tensors.insert(name, info);
             }
-            // Two tensors sharing bytes: writing one would change the other, and a
-            // forged file can alias a weight it wants to control.
-            spans.retain(|(from, to, _)| from < to);
-            spans.sort();
-            for pair in spans.windows(2) {
-                let ((a_from, a_to, a), (b_from, b_to, b)) = (&pair[0], &pair[1]);
-                // Sorted by start, spans clear of their neighbours are clear of all.
-                if b_from < a_to {
-                    return Err(bad(
-                        path,
-                        format!(
-                            "tensors {a} (bytes {a_from}..{a_to}) and {b} (bytes \
-                             {b_from}..{b_to}) overlap"
-                        ),
-                    ));
-                }
-            }
+            check_disjoint(path, spans)?;
             files.push((path.clone(), file));
         }
         Ok(Checkpoint {
