@@ -3,19 +3,24 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use runner_core::run::model::{Loaded, ModelSource};
+use runner_core::run::model::{Asked, Loaded, ModelSource};
 use runner_core::run::RunError;
 use runner_engine::bench;
 use runner_engine::bench::engine::{BenchModel, EngineBench, MixedWorkload};
 use runner_engine::bench::sampler::SamplerBench;
 use runner_engine::candle::fixture::{Arch, Size};
-use runner_engine::candle::load::hub::{self, ModelFiles, Panel};
-use runner_engine::candle::load::open::{self, LocalOptions};
+use runner_engine::candle::load::hub::{self, ModelFiles};
+use runner_engine::candle::load::open::LocalOptions;
 use runner_engine::candle::load::pins::{self, DigestMemory};
 use runner_engine::candle::{Batching, Refill};
+use runner_engine::panel::{GgufEntry, Panel};
+use runner_engine::resolve::{self, ModelOptions, ResolveError, ServedSettings, Server};
+use runner_engine::served::client::Traffic;
 use serde_json::json;
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// The panel as built into the binary; `--panel` reads another file instead.
 pub fn panel(path: Option<&Path>) -> Result<Panel> {
@@ -25,22 +30,84 @@ pub fn panel(path: Option<&Path>) -> Result<Panel> {
     })
 }
 
-/// The embedded engine as the source of `--model`s after the baselines: the library's
-/// one resolution (`runner_engine::candle::load::open`), under `options`.
-pub struct EngineModels<'a>(pub LocalOptions<'a>);
+/// The engine's one resolver (`runner_engine::resolve`) as the source of `--model`s: a
+/// served model ahead of the workload's baselines, a local one after them.
+pub struct EngineModels<'a> {
+    options: ModelOptions<'a>,
+    /// A served model's request counters, once it is open.
+    traffic: OnceCell<Arc<Traffic>>,
+}
+
+impl<'a> EngineModels<'a> {
+    pub fn new(options: ModelOptions<'a>) -> Self {
+        EngineModels {
+            options,
+            traffic: OnceCell::new(),
+        }
+    }
+
+    /// Local models only, as far as the panel serves none (no served flags).
+    pub fn local(local: LocalOptions<'a>) -> Self {
+        Self::new(ModelOptions {
+            local,
+            served: ServedSettings::default(),
+        })
+    }
+
+    /// The server that answers `model`, if one does (nothing is loaded).
+    pub fn server(&self, model: &str) -> Result<Option<Server>> {
+        Ok(resolve::server(model, &self.options)?)
+    }
+
+    /// The request counters of the served model opened, if it was one.
+    pub fn traffic(&self) -> Option<Arc<Traffic>> {
+        self.traffic.get().cloned()
+    }
+}
 
 impl ModelSource for EngineModels<'_> {
-    fn open(
-        &self,
-        model: &str,
-        prompts: &[&runner_engine::Prompt],
-        max_new_tokens: usize,
-    ) -> Result<Option<Loaded>, RunError> {
-        Ok(open::open(model, prompts, max_new_tokens, &self.0)?)
+    fn ahead_of_baselines(&self, model: &str) -> Result<bool, RunError> {
+        Ok(resolve::server(model, &self.options)
+            .map_err(run_error)?
+            .is_some())
+    }
+
+    fn open(&self, model: &str, asked: &Asked) -> Result<Option<Loaded>, RunError> {
+        let Some(opened) = resolve::open(model, asked, &self.options).map_err(run_error)? else {
+            return Ok(None);
+        };
+        if let Some(t) = opened.traffic {
+            self.traffic.set(t).ok();
+        }
+        Ok(Some(opened.loaded))
     }
 
     fn names(&self) -> Vec<String> {
-        self.0.panel.names().into_iter().map(String::from).collect()
+        let panel = self.options.local.panel;
+        panel.names().into_iter().map(String::from).collect()
+    }
+}
+
+/// The resolver's error as core carries it: the engine's as it is, a served model's
+/// with its causes in one line, as `main` says an error (a cause said once).
+fn run_error(e: ResolveError) -> RunError {
+    match e {
+        ResolveError::Engine(e) => RunError::Engine(e),
+        e => {
+            let mut said = String::new();
+            let mut cause: Option<&dyn std::error::Error> = Some(&e);
+            while let Some(c) = cause {
+                let text = c.to_string();
+                if !said.contains(&text) {
+                    if !said.is_empty() {
+                        said.push_str(": ");
+                    }
+                    said.push_str(&text);
+                }
+                cause = c.source();
+            }
+            RunError::Setup(said)
+        }
     }
 }
 
@@ -196,7 +263,7 @@ pub fn models(args: ModelsArgs) -> Result<ExitCode> {
 }
 
 /// `runner models NAME` for a pinned GGUF file.
-fn show_gguf(name: &str, g: &hub::GgufEntry, cache: &Path) {
+fn show_gguf(name: &str, g: &GgufEntry, cache: &Path) {
     println!(
         "{name}: {} of {} at {} (GGUF)",
         g.file.name, g.repo, g.revision

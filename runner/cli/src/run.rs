@@ -3,6 +3,7 @@
 
 use super::engine::EngineModels;
 use super::progress::Bar;
+use super::served::Watch;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use runner_core::journal;
@@ -14,8 +15,13 @@ use runner_core::suite::PlanRequest;
 use runner_engine::batch::UTILIZATION_MEANING;
 use runner_engine::candle::load::open::LocalOptions;
 use runner_engine::candle::DeviceChoice;
+use runner_engine::panel::Panel;
+use runner_engine::resolve::ModelOptions;
+use runner_engine::served::client::Traffic;
+use runner_engine::served::wire::redact;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// The protocol's budget of new tokens per sample.
 pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
@@ -154,33 +160,8 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     let workload = workload(&args)?;
     let device: DeviceChoice = args.device.parse().map_err(anyhow::Error::msg)?;
     let panel = super::engine::panel(args.panel.as_deref())?;
-    let served = super::served::load(&model_name, &args.served, workload.as_ref(), &panel)?;
-    if served.is_none() && !args.quiet {
-        // A large model's weights take a while to read and check: say what is happening.
-        eprintln!("loading {model_name} ...");
-    }
-    let (loaded, traffic, watch) = match served {
-        Some(s) => (s.loaded, Some(s.traffic), Some(s.watch)),
-        None => (
-            model::check_max_batch(args.max_batch)
-                .and_then(|()| {
-                    model::load(
-                        &model_name,
-                        workload.as_ref(),
-                        &EngineModels(LocalOptions {
-                            device,
-                            load: args.weights.options(),
-                            max_batch: args.max_batch,
-                            panel: &panel,
-                            chat_template: args.chat_template.clone(),
-                        }),
-                    )
-                })
-                .with_context(|| format!("loading {model_name}"))?,
-            None,
-            None,
-        ),
-    };
+    let (loaded, traffic, watch) =
+        load_model(&args, &model_name, workload.as_ref(), device, &panel)?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
@@ -194,7 +175,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         &loaded.identity,
         &loaded.context,
         // Credentials in an endpoint URL are not recorded.
-        &runner_engine::served::wire::redact(&std::env::args().collect::<Vec<_>>().join(" ")),
+        &redact(&std::env::args().collect::<Vec<_>>().join(" ")),
     );
     let mut backend = loaded.backend;
     let mut bar = Bar::new(workload.headline(), args.quiet);
@@ -229,6 +210,47 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     }
     print_outcome(&outcome?, &dir);
     Ok(dir)
+}
+
+/// `--model` loaded through the engine's one resolver (`EngineModels`), with what the
+/// run shows of it: a served model's request counters and the watch that says when its
+/// server stops answering; for a baseline or a local model, the line that loading
+/// started and the model's name on an error.
+fn load_model(
+    args: &RunArgs,
+    name: &str,
+    workload: &dyn Workload,
+    device: DeviceChoice,
+    panel: &Panel,
+) -> Result<(model::Loaded, Option<Arc<Traffic>>, Option<Watch>)> {
+    let traffic = Arc::new(Traffic::default());
+    let models = EngineModels::new(ModelOptions {
+        local: LocalOptions {
+            device,
+            load: args.weights.options(),
+            max_batch: args.max_batch,
+            panel,
+            chat_template: args.chat_template.clone(),
+        },
+        served: args.served.settings(traffic.clone())?,
+    });
+    let server = models.server(name)?;
+    // Started before the first connection, whose retries it tells of.
+    let watch = server
+        .as_ref()
+        .map(|s| Watch::start(traffic, redact(&s.endpoint)));
+    let loaded = if server.is_some() {
+        model::load(name, workload, &models)?
+    } else {
+        if !args.quiet {
+            // A large model's weights take a while to read and check: say what is happening.
+            eprintln!("loading {name} ...");
+        }
+        model::check_max_batch(args.max_batch)
+            .and_then(|()| model::load(name, workload, &models))
+            .with_context(|| format!("loading {name}"))?
+    };
+    Ok((loaded, models.traffic(), watch))
 }
 
 /// A finished run's headline, its size and time, and where its reports are: the full

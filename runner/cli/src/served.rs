@@ -1,16 +1,13 @@
-//! `runner --endpoint URL --model NAME`: the run's model behind an OpenAI-compatible
-//! server, and what its progress bar and summary add.
+//! `runner --endpoint URL --model NAME`: the flags of a model behind an OpenAI-compatible
+//! server (the engine's resolver, `runner_engine::resolve`, loads it), and what its
+//! progress bar and summary add.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use indicatif::ProgressBar;
-use runner_core::run::model::Loaded;
-use runner_core::run::Workload;
-use runner_engine::candle::load::hub::Panel;
+use runner_engine::resolve::{ApiKey, ServedSettings};
 use runner_engine::served::client::{RetryPolicy, Traffic, Unanswered, Waiting};
-use runner_engine::served::prompt::LocalPrompts;
-use runner_engine::served::wire::redact;
-use runner_engine::served::{ServedBackend, ServedOptions, DEFAULT_CONCURRENCY};
+use runner_engine::served::DEFAULT_CONCURRENCY;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,127 +54,35 @@ pub struct ServedArgs {
 /// The longest `--request-timeout`: a day.
 const MAX_REQUEST_TIMEOUT: u64 = 86_400;
 
-/// Refuses an endpoint no request could reach, at once rather than after the whole
-/// retry window: it must be an http(s) URL with a host (the server's API root, such as
-/// `http://localhost:8000/v1`).
-fn check_endpoint(endpoint: &str) -> Result<()> {
-    let shown = redact(endpoint);
-    let rest = endpoint
-        .strip_prefix("http://")
-        .or_else(|| endpoint.strip_prefix("https://"));
-    let Some(rest) = rest else {
-        bail!("--endpoint {shown}: not an http:// or https:// URL; give the server's API root, such as http://localhost:8000/v1")
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = authority.rsplit('@').next().unwrap_or_default();
-    if host.is_empty() || host.starts_with(':') || endpoint.chars().any(char::is_whitespace) {
-        bail!("--endpoint {shown}: no host in the URL; give the server's API root, such as http://localhost:8000/v1")
-    }
-    Ok(())
-}
-
-/// The served model of a run, when `--endpoint` or the panel entry names a server.
-pub fn load(
-    model: &str,
-    args: &ServedArgs,
-    workload: &dyn Workload,
-    panel: &Panel,
-) -> Result<Option<Served>> {
-    if args.request_timeout == 0 || args.request_timeout > MAX_REQUEST_TIMEOUT {
-        bail!(
-            "--request-timeout {}: give the seconds one request may take, from 1 to \
-             {MAX_REQUEST_TIMEOUT} (default 600)",
-            args.request_timeout
-        );
-    }
-    let entry = panel.models.get(model);
-    let (endpoint, served_name, tokenizer) = match (&args.endpoint, entry) {
-        (Some(e), _) => (e.clone(), model.to_string(), args.tokenizer.clone()),
-        (None, Some(entry)) if entry.endpoint.is_some() => (
-            entry.endpoint.clone().unwrap_or_default(),
-            entry.repo.clone(),
-            Some(args.tokenizer.clone().unwrap_or_else(|| model.to_string())),
-        ),
-        _ => {
-            if args.tokenizer.is_some() || args.api_key_env.is_some() {
-                bail!("--tokenizer and --api-key-env apply to served models: give --endpoint");
-            }
-            return Ok(None);
+impl ServedArgs {
+    /// The resolver's served settings (which model they serve is the resolver's
+    /// choice): the request timeout's range checked, the API key read from its variable.
+    pub fn settings(&self, traffic: Arc<Traffic>) -> Result<ServedSettings> {
+        if self.request_timeout == 0 || self.request_timeout > MAX_REQUEST_TIMEOUT {
+            bail!(
+                "--request-timeout {}: give the seconds one request may take, from 1 to \
+                 {MAX_REQUEST_TIMEOUT} (default 600)",
+                self.request_timeout
+            );
         }
-    };
-    check_endpoint(&endpoint)?;
-    if args.concurrency == 0 {
-        bail!("--concurrency must be at least 1");
-    }
-    let api_key = match &args.api_key_env {
-        Some(var) => Some(std::env::var(var).with_context(|| {
-            format!("--api-key-env {var}: the environment variable is not set")
-        })?),
-        None => None,
-    };
-    let prompts = tokenizer
-        .as_deref()
-        .map(|t| LocalPrompts::load(t, panel))
-        .transpose()
-        .context("loading the tokenizer for completions mode")?;
-    let traffic = Arc::new(Traffic::default());
-    let watch = Watch::start(traffic.clone(), redact(&endpoint));
-    let backend = ServedBackend::connect_with(
-        ServedOptions {
-            endpoint: endpoint.clone(),
-            model: served_name.clone(),
-            api_key,
-            prompts,
-            concurrency: args.concurrency,
-            server_deterministic: args.server_deterministic,
+        Ok(ServedSettings {
+            endpoint: self.endpoint.clone(),
+            api_key: self.api_key_env.as_ref().map(|var| ApiKey {
+                var: var.clone(),
+                value: std::env::var(var).ok(),
+            }),
+            tokenizer: self.tokenizer.clone(),
+            concurrency: self.concurrency,
+            server_deterministic: self.server_deterministic,
             policy: RetryPolicy {
-                request_timeout: Duration::from_secs(args.request_timeout),
-                give_up_after: Duration::from_secs(args.retry_for),
-                wait_for_server: Duration::from_secs(args.wait_for_server),
+                request_timeout: Duration::from_secs(self.request_timeout),
+                give_up_after: Duration::from_secs(self.retry_for),
+                wait_for_server: Duration::from_secs(self.wait_for_server),
                 ..RetryPolicy::default()
             },
-        },
-        traffic,
-    )
-    .with_context(|| format!("connecting to {}", redact(&endpoint)))?;
-    // A panel name labels the run as the panel does; a served name may be a path or
-    // an org/name pair.
-    let label = if entry.is_some() {
-        model.to_string()
-    } else {
-        runner_core::fsutil::component(served_name.rsplit('/').next().unwrap_or(&served_name))
-    };
-    let first = workload.jobs().first().map(|j| &j.request);
-    let identity = backend.identity(
-        &label,
-        first.map_or(runner_engine::Sampling::PROTOCOL, |r| r.sampling),
-        first.map_or(0, |r| r.max_new_tokens),
-    );
-    let traffic = backend.traffic();
-    let warning = (!args.server_deterministic).then(|| {
-        "the server is not declared deterministic (--server-deterministic): samples may depend \
-         on its batching, so a resumed or repeated run may not reproduce them"
-            .to_string()
-    });
-    Ok(Some(Served {
-        loaded: Loaded {
-            context: backend.context(),
-            backend: Box::new(backend),
-            label,
-            identity,
-            warnings: warning.into_iter().collect(),
-        },
-        traffic,
-        watch,
-    }))
-}
-
-/// A served model, loaded: the backend, the counters its bar shows, and the watch that
-/// says when the server stops answering (for as long as it lives).
-pub struct Served {
-    pub loaded: Loaded,
-    pub traffic: Arc<Traffic>,
-    pub watch: Watch,
+            traffic,
+        })
+    }
 }
 
 /// How often a server that still does not answer is said again.

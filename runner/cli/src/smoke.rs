@@ -81,7 +81,7 @@ pub fn smoke(args: SmokeArgs) -> Result<ExitCode> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let panel = super::engine::panel(None)?;
-    let models = super::engine::EngineModels(LocalOptions {
+    let models = super::engine::EngineModels::local(LocalOptions {
         device: DeviceChoice::Cpu,
         load: Default::default(),
         max_batch: None,

@@ -17,7 +17,9 @@ pub mod candle;
 pub mod digest;
 pub mod finish;
 pub mod id;
+pub mod panel;
 pub mod process;
+pub mod resolve;
 pub mod served;
 
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! transformers' `apply_chat_template`).
 
 use runner_engine::candle::chat_template::{known, ChatTemplate};
-use runner_engine::candle::load::hub::Panel;
+use runner_engine::panel::Panel;
 use runner_engine::{Message, Role};
 
 fn panel() -> Panel {

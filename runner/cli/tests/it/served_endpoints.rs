@@ -260,3 +260,51 @@ fn a_server_that_refuses_top_k_minus_one_with_a_500_gets_top_k_zero_at_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The one precedence of `--model`: a name with `--endpoint` is the server's even where
+/// a baseline has it, and its errors are the server's (not "loading oracle"); without
+/// an endpoint, served-only flags are refused for a baseline too.
+#[test]
+fn an_endpoint_serves_a_baselines_name_and_served_flags_need_one() {
+    let stub = Stub::start(|_| (404, r#"{"detail":"Not Found"}"#.into()));
+    let dir = scratch("served-oracle");
+    let mut c = Command::new(runner_exe());
+    c.args([
+        "--endpoint",
+        &stub.url(""),
+        "--model",
+        "oracle",
+        "--tasks",
+        "belief",
+    ])
+    .args([
+        "--limit",
+        "1",
+        "--quiet",
+        "--retry-for",
+        "5",
+        "--out",
+        s(&dir),
+    ]);
+    let out = run_bounded(c);
+    let all = text(&out.stderr);
+    assert!(!out.status.success(), "the oracle baseline ran: {all}");
+    let last = last_line(&out);
+    assert!(last.contains("HTTP 404"), "{all}");
+    assert!(
+        last.starts_with(&format!("error: connecting to {}", stub.url(""))),
+        "{all}"
+    );
+    assert!(!dir.join("oracle").exists(), "{all}");
+
+    let mut c = Command::new(runner_exe());
+    c.args(["--model", "oracle", "--tokenizer", "t", "--tasks", "belief"])
+        .args(["--limit", "1", "--quiet", "--out", s(&dir)]);
+    let out = run_bounded(c);
+    assert!(!out.status.success());
+    assert_eq!(
+        last_line(&out),
+        "error: --tokenizer and --api-key-env apply to served models: give --endpoint"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

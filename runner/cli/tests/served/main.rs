@@ -7,8 +7,9 @@ mod proxy;
 mod server;
 
 use proxy::{Fault, Proxy};
-use runner_engine::candle::load::hub::{ModelFiles, Panel};
+use runner_engine::candle::load::hub::ModelFiles;
 use runner_engine::candle::Engine;
+use runner_engine::panel::Panel;
 use runner_engine::served::client::RetryPolicy;
 use runner_engine::served::prompt::LocalPrompts;
 use runner_engine::served::{ServedBackend, ServedOptions};

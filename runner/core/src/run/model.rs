@@ -1,49 +1,61 @@
 //! What `--model` names: a baseline system of the workload, else whatever the
-//! command line's [`ModelSource`] finds (the embedded engine's panel models, folders
-//! and GGUF files, resolved by the engine's own resolver); and what the run manifest
-//! records about it. Core knows the `Backend` trait, not how a model is loaded.
+//! command line's [`ModelSource`] finds (the engine's one resolver: a served model, a
+//! panel model, a folder or a GGUF file); and what the run manifest records about it.
+//! Core knows the `Backend` trait, not how a model is loaded.
 
 use crate::run::{RunError, Workload};
+pub use runner_engine::resolve::Asked;
 pub use runner_engine::Loaded;
-use runner_engine::Prompt;
+use runner_engine::{Prompt, Sampling};
 use serde_json::json;
 
-/// Where `--model` is looked up after the workload's baselines.
+/// Where `--model` is looked up, around the workload's baselines.
 pub trait ModelSource {
-    /// The model `model` names, loaded for `prompts` and up to `max_new_tokens` new
-    /// tokens; `None` when it names nothing this source has.
-    fn open(
-        &self,
-        model: &str,
-        prompts: &[&Prompt],
-        max_new_tokens: usize,
-    ) -> Result<Option<Loaded>, RunError>;
+    /// Whether `model` is answered by this source ahead of the workload's baselines
+    /// (a model behind a server: `--endpoint URL --model oracle` asks the server for
+    /// its `oracle`); settings that fit no model of that name are refused here.
+    fn ahead_of_baselines(&self, _model: &str) -> Result<bool, RunError> {
+        Ok(false)
+    }
+    /// The model `model` names, loaded for what the run asks; `None` when it names
+    /// nothing this source has.
+    fn open(&self, model: &str, asked: &Asked) -> Result<Option<Loaded>, RunError>;
     /// The names it knows, for the message when nothing matches.
     fn names(&self) -> Vec<String>;
 }
 
-/// Resolves `model` for `workload`: a baseline first, then `source`.
+/// Resolves `model` for `workload`. The one precedence: a name the source answers
+/// first (a served model), then a baseline, then the source's other models.
 pub fn load(
     model: &str,
     workload: &dyn Workload,
     source: &dyn ModelSource,
 ) -> Result<Loaded, RunError> {
-    if let Some(backend) = workload.baseline(model) {
-        return Ok(Loaded {
-            label: model.to_string(),
-            identity: json!({"kind": "baseline", "name": model}),
-            context: json!({"backend": backend.describe()}),
-            backend,
-            warnings: Vec::new(),
-        });
+    if !source.ahead_of_baselines(model)? {
+        if let Some(backend) = workload.baseline(model) {
+            return Ok(Loaded {
+                label: model.to_string(),
+                identity: json!({"kind": "baseline", "name": model}),
+                context: json!({"backend": backend.describe()}),
+                backend,
+                warnings: Vec::new(),
+            });
+        }
     }
-    let prompts: Vec<&Prompt> = workload.jobs().iter().map(|j| &j.request.prompt).collect();
-    let max_new_tokens = workload
-        .jobs()
-        .iter()
-        .map(|j| j.request.max_new_tokens)
-        .max();
-    match source.open(model, &prompts, max_new_tokens.unwrap_or(0))? {
+    let jobs = workload.jobs();
+    let prompts: Vec<&Prompt> = jobs.iter().map(|j| &j.request.prompt).collect();
+    let asked = Asked {
+        prompts: &prompts,
+        max_new_tokens: jobs
+            .iter()
+            .map(|j| j.request.max_new_tokens)
+            .max()
+            .unwrap_or(0),
+        sampling: jobs
+            .first()
+            .map_or(Sampling::PROTOCOL, |j| j.request.sampling),
+    };
+    match source.open(model, &asked)? {
         Some(loaded) => Ok(loaded),
         None => {
             let names = source.names();

@@ -3,9 +3,10 @@
 //! sees the text the embedded engine would tokenize.
 
 use crate::candle::chat_template::{self, ChatTemplate};
-use crate::candle::load::commit::Commit;
-use crate::candle::load::hub::{cached_snapshot, hub_cache_dir, offline, Panel};
+use crate::candle::load::hub::{cached_snapshot, hub_cache_dir, offline};
 use crate::digest::sha256_hex;
+use crate::panel::commit::Commit;
+use crate::panel::Panel;
 use crate::served::protocol::Payload;
 use crate::{EngineError, Prompt};
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! The Hugging Face cache's layout: where it is, and a repository's folder and pinned
 //! snapshot in it.
 
-use crate::candle::load::commit::Commit;
+use crate::panel::commit::Commit;
 use std::path::{Path, PathBuf};
 
 /// The hub cache folder: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub.

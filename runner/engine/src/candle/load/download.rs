@@ -9,7 +9,7 @@
 //! Hugging Face tools read what this writes. No `refs/` are written: a pin is a commit.
 
 use crate::candle::load::cache::repo_folder;
-use crate::candle::load::commit::Commit;
+use crate::panel::commit::Commit;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

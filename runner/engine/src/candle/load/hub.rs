@@ -8,11 +8,9 @@
 //! client does not honour that variable itself.
 
 pub use crate::candle::load::cache::{cached_snapshot, hub_cache_dir, offline, repo_folder};
-use crate::candle::load::commit::Commit;
-pub use crate::candle::load::panel::{
-    GgufEntry, GoldenChat, Panel, PanelEntry, PinnedFile, BUILTIN_PANEL,
-};
 use crate::candle::load::pins::{self, sha256_file, DigestMemory};
+use crate::panel::commit::Commit;
+use crate::panel::{GgufEntry, Panel, PanelEntry};
 use crate::EngineError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -404,6 +402,7 @@ fn download(name: &str, entry: &PanelEntry, cache: &Path) -> Result<ModelFiles, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::panel::BUILTIN_PANEL;
 
     #[test]
     fn cache_lookup_finds_commits_and_never_follows_refs() {

@@ -3,7 +3,6 @@
 //! template from theirs.
 
 pub mod cache;
-pub mod commit;
 pub mod download;
 pub mod encoder;
 pub mod gguf_model;
@@ -12,7 +11,6 @@ pub mod hub;
 pub mod limits;
 pub mod memory;
 pub mod open;
-pub mod panel;
 pub mod pins;
 
 use crate::candle::checkpoint::Checkpoint;

@@ -4,11 +4,12 @@
 //! described as the run manifest records it.
 
 use crate::candle::load::encoder::PromptEncoder;
-use crate::candle::load::hub::{self, Panel};
+use crate::candle::load::hub;
 use crate::candle::load::limits::{check_context, Remedy};
 use crate::candle::weights::LoadOptions;
 use crate::candle::{select_device, BatchLimits, DeviceChoice, Engine};
 use crate::digest::sha256_hex;
+use crate::panel::Panel;
 use crate::{Backend, EngineError, Loaded, Prompt};
 use serde_json::json;
 use std::path::{Path, PathBuf};

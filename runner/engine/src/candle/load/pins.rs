@@ -4,7 +4,7 @@
 //! path, size and times in a small file beside the model so that a rerun does not rehash
 //! 15 GB.
 
-use crate::candle::load::panel::{PanelEntry, PinnedFile};
+use crate::panel::{PanelEntry, PinnedFile};
 use crate::EngineError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -246,7 +246,7 @@ pub fn verify_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::candle::load::panel::Panel;
+    use crate::panel::Panel;
 
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("engine-pins-{name}-{}", std::process::id()));

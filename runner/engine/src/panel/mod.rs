@@ -1,8 +1,11 @@
 //! The model panel: `models.toml`'s pinned models (repository, commit, files and their
-//! digests, licence, endpoint). Configuration the loader reads, not the loader.
+//! digests, licence, endpoint). Configuration that the candle loader and the served
+//! backend both read (`crate::resolve` picks between them), so it is neither's.
 
-use crate::candle::load::commit::Commit;
+pub mod commit;
+
 use crate::EngineError;
+use commit::Commit;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -70,7 +73,7 @@ pub struct Panel {
 }
 
 /// The project's `models.toml`, built into the binary.
-pub const BUILTIN_PANEL: &str = include_str!("../../../../../models.toml");
+pub const BUILTIN_PANEL: &str = include_str!("../../../../models.toml");
 
 impl Panel {
     /// Every name `--model` accepts from the panel: the models, then the GGUF files.
