@@ -23,9 +23,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The protocol's budget of new tokens per sample.
-pub const PROTOCOL_MAX_NEW_TOKENS: usize = 512;
-
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// creg (the evaluation-v1.0 suite) or probe (the Probe diagnostic: the generated
@@ -72,7 +69,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub suite_file: Option<PathBuf>,
     /// New tokens per sample; the protocol's 512 unless a smoke run asks for fewer.
-    #[arg(long, default_value_t = PROTOCOL_MAX_NEW_TOKENS)]
+    #[arg(long, default_value_t = runner_core::protocol::MAX_NEW_TOKENS)]
     pub max_new_tokens: usize,
     /// Sequences decoded together (default: the engine's); at least 1.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

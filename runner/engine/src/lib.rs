@@ -76,15 +76,6 @@ pub enum Sampling {
     TopP { temperature: f32, top_p: f32 },
 }
 
-impl Sampling {
-    /// The protocol's settings. The models' own generation_config defaults (top-k,
-    /// repetition penalty) are deliberately not used: every model is sampled alike.
-    pub const PROTOCOL: Sampling = Sampling::TopP {
-        temperature: 0.2,
-        top_p: 0.9,
-    };
-}
-
 /// One prompt, decoded once per seed. The seeds of one request share one prefill.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {

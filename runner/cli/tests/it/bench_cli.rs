@@ -208,3 +208,15 @@ fn runner_bench_sampler_prints_its_table() {
     let row = cells(table[2]);
     assert_eq!(row[..3], ["2".to_string(), "2000".into(), "2".into()]);
 }
+
+/// `runner bench --sampling protocol` measures the benchmark protocol's sampling: the
+/// engine keeps its own copy (it names no protocol), which must be the core's.
+#[test]
+fn the_benchs_protocol_sampling_is_the_protocols() {
+    use runner_engine::bench::{BenchSampling, PROTOCOL_SAMPLING};
+    assert_eq!(PROTOCOL_SAMPLING, runner_core::protocol::SAMPLING);
+    assert_eq!(
+        BenchSampling::Protocol.sampling(),
+        runner_core::protocol::SAMPLING
+    );
+}

@@ -6,7 +6,7 @@
 use crate::run::{RunError, Workload};
 pub use runner_engine::resolve::Asked;
 pub use runner_engine::Loaded;
-use runner_engine::{Prompt, Sampling};
+use runner_engine::Prompt;
 use serde_json::json;
 
 /// Where `--model` is looked up, around the workload's baselines.
@@ -53,7 +53,7 @@ pub fn load(
             .unwrap_or(0),
         sampling: jobs
             .first()
-            .map_or(Sampling::PROTOCOL, |j| j.request.sampling),
+            .map_or(crate::protocol::SAMPLING, |j| j.request.sampling),
     };
     match source.open(model, &asked)? {
         Some(loaded) => Ok(loaded),

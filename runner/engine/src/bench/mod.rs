@@ -14,6 +14,13 @@ use serde_json::Value;
 use std::path::PathBuf;
 use thiserror::Error;
 
+/// The sampling `--sampling protocol` measures: the benchmark protocol's
+/// (`runner_core::protocol::SAMPLING`, which the engine does not name; the binary's
+/// tests check that the two agree).
+pub const PROTOCOL_SAMPLING: Sampling = Sampling::TopP {
+    temperature: 0.2,
+    top_p: 0.9,
+};
 #[derive(Debug, Error)]
 pub enum BenchError {
     #[error(transparent)]
@@ -47,7 +54,7 @@ impl BenchSampling {
     pub fn sampling(self) -> Sampling {
         match self {
             BenchSampling::Greedy => Sampling::Greedy,
-            BenchSampling::Protocol => Sampling::PROTOCOL,
+            BenchSampling::Protocol => PROTOCOL_SAMPLING,
         }
     }
 }
@@ -92,7 +99,7 @@ mod tests {
             assert_eq!(s.name().parse::<BenchSampling>(), Ok(s));
         }
         assert!("nucleus".parse::<BenchSampling>().is_err());
-        assert_eq!(BenchSampling::Protocol.sampling(), Sampling::PROTOCOL);
+        assert_eq!(BenchSampling::Protocol.sampling(), PROTOCOL_SAMPLING);
     }
 
     #[test]

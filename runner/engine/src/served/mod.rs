@@ -131,7 +131,11 @@ impl ServedBackend {
                 continue;
             }
             let spec = BodySpec {
-                sampling: crate::Sampling::PROTOCOL,
+                // A nucleus request such as the benchmark sends.
+                sampling: crate::Sampling::TopP {
+                    temperature: 0.2,
+                    top_p: 0.9,
+                },
                 max_tokens: 1,
                 dialect: d,
             };

@@ -305,7 +305,10 @@ mod tests {
     #[test]
     fn protocol_sampling_is_sent_as_typed_with_explicit_overrides() {
         let spec = BodySpec {
-            sampling: Sampling::PROTOCOL,
+            sampling: Sampling::TopP {
+                temperature: 0.2,
+                top_p: 0.9,
+            },
             max_tokens: 512,
             dialect: Dialect::ExtraFields,
         };

@@ -4,7 +4,7 @@
 use crate::candle::choice::sampler::StreamKey;
 use crate::candle::runtime::phases::PhaseTimes;
 use crate::candle::{Batching, Engine, Refill};
-use crate::{Backend, EngineError, Prompt, Request, RequestId, Sampling};
+use crate::{Backend, EngineError, Prompt, Request, RequestId};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -85,7 +85,7 @@ pub fn mixed_workload(requests: usize, longest: usize, seed: u64) -> Vec<Request
                 prompt: Prompt::Raw(text.join(" ")),
                 seeds: vec![1],
                 max_new_tokens: cap,
-                sampling: Sampling::PROTOCOL,
+                sampling: crate::bench::PROTOCOL_SAMPLING,
             }
         })
         .collect()

@@ -276,7 +276,10 @@ mod tests {
     const VOCAB: usize = 152_064;
 
     const SETTINGS: [Sampling; 6] = [
-        Sampling::PROTOCOL,
+        Sampling::TopP {
+            temperature: 0.2,
+            top_p: 0.9,
+        },
         Sampling::Greedy,
         Sampling::TopP {
             temperature: 1.0,
@@ -358,7 +361,15 @@ mod tests {
         let flat: Vec<f32> = rows.concat();
         let logits = Tensor::from_vec(flat, (rows.len(), VOCAB), &Device::Cpu).unwrap();
         let draws: Vec<(Sampling, f64)> = (0..rows.len())
-            .map(|r| (Sampling::PROTOCOL, r as f64 / 16.0))
+            .map(|r| {
+                (
+                    Sampling::TopP {
+                        temperature: 0.2,
+                        top_p: 0.9,
+                    },
+                    r as f64 / 16.0,
+                )
+            })
             .collect();
         let mut stats = ChoiceStats::default();
         let got = next_tokens(&logits, &draws, &mut stats).unwrap();

@@ -224,7 +224,16 @@ mod tests {
         let logits = [2.0f32, 1.0, 0.0];
         let key = StreamKey::new(9, &RequestId::new("cold"));
         let hits = (0..1000)
-            .filter(|&p| choose(&logits, Sampling::PROTOCOL, key.uniform(p)) == 0)
+            .filter(|&p| {
+                choose(
+                    &logits,
+                    Sampling::TopP {
+                        temperature: 0.2,
+                        top_p: 0.9,
+                    },
+                    key.uniform(p),
+                ) == 0
+            })
             .count();
         // At temperature 0.2 token 0 carries exp(5)/(exp(5)+1+exp(-5)) = 0.993 of the
         // mass, which alone exceeds top-p 0.9: the nucleus is token 0 only.

@@ -175,7 +175,13 @@ mod tests {
             .collect();
         let logits = Tensor::from_vec(flat.clone(), (3, vocab), &Device::Cpu)?;
         let rows = [
-            (Sampling::PROTOCOL, 0.3),
+            (
+                Sampling::TopP {
+                    temperature: 0.2,
+                    top_p: 0.9,
+                },
+                0.3,
+            ),
             (Sampling::Greedy, 0.0),
             (
                 Sampling::TopP {
