@@ -86,36 +86,12 @@ pub fn no_follow(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOption
     options.custom_flags(libc::O_NOFOLLOW)
 }
 
-/// A name safe as one path component: letters, digits, `.`, `-` and `_`; anything else
-/// becomes `_`.
-pub fn component(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    match cleaned.trim_matches('.') {
-        "" => "_".to_string(),
-        s => s.to_string(),
-    }
-}
+/// A name safe as one path component (the engine's rule, which a served label shares).
+pub use runner_engine::folder_name::component;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_cannot_escape_the_output_folder() {
-        assert_eq!(component("../../etc"), "_.._etc");
-        assert_eq!(component("qwen2.5-7b"), "qwen2.5-7b");
-        assert_eq!(component("a/b c"), "a_b_c");
-        assert_eq!(component(".."), "_");
-    }
 
     fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("fsutil-{name}-{}", std::process::id()));

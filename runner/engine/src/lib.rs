@@ -16,6 +16,7 @@ pub mod bench;
 pub mod candle;
 pub mod digest;
 pub mod finish;
+pub mod folder_name;
 pub mod id;
 pub mod panel;
 pub mod process;

@@ -95,7 +95,7 @@ pub(super) fn server(
     let label = if entry.is_some() {
         model.to_string()
     } else {
-        path_safe(served_name.rsplit('/').next().unwrap_or(&served_name))
+        crate::folder_name::component(served_name.rsplit('/').next().unwrap_or(&served_name))
     };
     Ok(Some(Server {
         endpoint,
@@ -189,22 +189,4 @@ pub(super) fn check_endpoint(endpoint: &str) -> Result<(), ResolveError> {
         )));
     }
     Ok(())
-}
-
-/// `name` safe as one folder name, as the run folder is named (letters, digits, `.`,
-/// `-` and `_`; anything else becomes `_`), so that the label and the folder agree.
-fn path_safe(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(
-            |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                true => c,
-                false => '_',
-            },
-        )
-        .collect();
-    match cleaned.trim_matches('.') {
-        "" => "_".to_string(),
-        s => s.to_string(),
-    }
 }
