@@ -14,13 +14,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use thiserror::Error;
 
-/// The sampling `--sampling protocol` measures: the benchmark protocol's
-/// (`runner_core::protocol::SAMPLING`, which the engine does not name; the binary's
-/// tests check that the two agree).
-pub const PROTOCOL_SAMPLING: Sampling = Sampling::TopP {
-    temperature: 0.2,
-    top_p: 0.9,
-};
+pub use crate::candle::bench::PROTOCOL_SAMPLING;
+
 #[derive(Debug, Error)]
 pub enum BenchError {
     #[error(transparent)]

@@ -85,7 +85,7 @@ pub fn mixed_workload(requests: usize, longest: usize, seed: u64) -> Vec<Request
                 prompt: Prompt::Raw(text.join(" ")),
                 seeds: vec![1],
                 max_new_tokens: cap,
-                sampling: crate::bench::PROTOCOL_SAMPLING,
+                sampling: super::PROTOCOL_SAMPLING,
             }
         })
         .collect()

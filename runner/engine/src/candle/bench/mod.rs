@@ -10,6 +10,14 @@ use crate::candle::choice::sampler::{self, StreamKey};
 use crate::candle::choice::step::{self, ChoiceStats, Reads};
 use crate::candle::Engine;
 use crate::{EngineError, RequestId, Sampling};
+
+/// The sampling `runner bench --sampling protocol` measures: the benchmark protocol's
+/// (`runner_core::protocol::SAMPLING`, which the engine does not name; the binary's
+/// tests check that the two agree).
+pub const PROTOCOL_SAMPLING: Sampling = Sampling::TopP {
+    temperature: 0.2,
+    top_p: 0.9,
+};
 use candle_core::Tensor;
 use rayon::prelude::*;
 use std::time::Instant;
