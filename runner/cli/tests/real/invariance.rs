@@ -7,7 +7,7 @@
 use crate::{load, real, reference, SMOLLM2};
 use runner_engine::candle::weights::DTypeChoice;
 use runner_engine::candle::BatchLimits;
-use runner_engine::{Backend, Request, RequestId, Sample, Sampling};
+use runner_engine::{Backend, Request, RequestId, Sample};
 use std::collections::BTreeMap;
 
 type Tokens = BTreeMap<(String, u64), Vec<u32>>;
