@@ -284,15 +284,14 @@ fn core_names_nothing_of_the_candle_engine() {
 }
 
 /// The device is decided once, at load: the layers and the model files hold a kernel
-/// set (`layers/kernels/`) and never ask where a tensor is. Only `for_device`, the
-/// choice itself, and the sets' tests may name a device.
+/// set (`layers/kernels/`) and never ask where a tensor is; the loader chooses the set
+/// (`load::kernels_for`). Only the sets' tests may name a device.
 #[test]
 fn layers_and_models_hold_no_device_branch() {
     let candle = crates_dir().join("engine/src/candle");
     let mut files = Vec::new();
     rust_files(&candle.join("layers"), &mut files);
     rust_files(&candle.join("models"), &mut files);
-    let chooser = candle.join("layers/kernels/mod.rs");
     let checks = [
         "is_cpu()",
         "is_cuda()",
@@ -302,7 +301,7 @@ fn layers_and_models_hold_no_device_branch() {
     ];
     let branching: Vec<String> = files
         .iter()
-        .filter(|f| **f != chooser && f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
         .filter_map(|f| {
             let code = code_of(&std::fs::read_to_string(f).unwrap());
             let found: Vec<&str> = checks
@@ -319,8 +318,8 @@ fn layers_and_models_hold_no_device_branch() {
         "device checks in layers: {branching:?}"
     );
     // And the chooser is where it is said to be.
-    let chooser = code_of(&std::fs::read_to_string(&chooser).unwrap());
-    assert!(chooser.contains("fn for_device") && chooser.contains("is_cpu()"));
+    let load = code_of(&std::fs::read_to_string(candle.join("load/mod.rs")).unwrap());
+    assert!(load.contains("fn kernels_for") && load.contains("is_cpu()"));
 }
 
 /// The benchmark harnesses, the counting allocator and the GPU check's memory plan are

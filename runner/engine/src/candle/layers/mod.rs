@@ -29,7 +29,7 @@ pub struct Weights {
     pub checkpoint: Option<Checkpoint>,
     /// A GGUF file's tensors, which the layers take in their stored blocks.
     pub gguf: Option<std::sync::Arc<crate::candle::gguf::GgufModel>>,
-    /// The kernels the layers run, chosen with the device (`kernels::for_device`, or a test's `LoadOptions::rehearse_gpu`).
+    /// The kernels the layers run, chosen with the device (`load::kernels_for`).
     pub kernels: &'static dyn Kernels,
 }
 

@@ -14,7 +14,7 @@ pub mod open;
 pub mod pins;
 
 use crate::candle::checkpoint::Checkpoint;
-use crate::candle::layers::kernels::{self, GpuKernels, Kernels};
+use crate::candle::layers::kernels::{CpuKernels, GpuKernels, Kernels};
 use crate::candle::load::encoder::PromptEncoder;
 use crate::candle::load::hub::ModelFiles;
 use crate::candle::load::memory::MemoryNeed;
@@ -244,13 +244,14 @@ pub(crate) fn memory_place(device: &Device) -> &'static str {
     }
 }
 
-/// The kernel set the layers run on `device`: the device's own, or the GPU's where a
-/// test rehearses the CUDA path.
+/// The kernel set the layers run on `device`, chosen here once for the whole model:
+/// the CPU's on the CPU, the GPU's on a GPU, and the GPU's too where a test rehearses
+/// the CUDA path on the CPU. The layers never check a device themselves.
 pub(crate) fn kernels_for(options: LoadOptions, device: &Device) -> &'static dyn Kernels {
-    if options.rehearse_gpu {
-        &GpuKernels
+    if device.is_cpu() && !options.rehearse_gpu {
+        &CpuKernels
     } else {
-        kernels::for_device(device)
+        &GpuKernels
     }
 }
 

@@ -1,5 +1,5 @@
 //! The kernel sets a model's layers run: one per kind of device, chosen once, at load
-//! ([`for_device`]), and held by every layer. A layer calls its set; it never asks
+//! (`load::kernels_for`), and held by every layer. A layer calls its set; it never asks
 //! where its tensors are or in which dtype.
 //!
 //! - [`CpuKernels`] (`cpu.rs`, over `candle/cpu/`): f32 activations, packed and quantized
@@ -101,15 +101,6 @@ pub trait Kernels: std::fmt::Debug + Send + Sync {
     /// act(gate(x)) * up(x) through the stacked gate and up projection, each `inner`
     /// wide.
     fn gated(&self, gate_up: &Proj, x: &Tensor, inner: usize, act: GatedAct) -> Result<Tensor>;
-}
-
-/// The kernel set for `device`: the one place the layers' device is decided.
-pub fn for_device(device: &Device) -> &'static dyn Kernels {
-    if device.is_cpu() {
-        &CpuKernels
-    } else {
-        &GpuKernels
-    }
 }
 
 /// Whether every part of a GGUF projection is stored as floats (F32, F16, BF16),
