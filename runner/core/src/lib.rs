@@ -10,6 +10,7 @@ pub mod baseline;
 pub mod bench_table;
 pub mod contract;
 pub mod extract;
+pub mod facets;
 pub mod fsutil;
 pub mod journal;
 pub mod json_strings;

@@ -4,6 +4,7 @@
 //! rescoring and the report kit, and no other crate is touched to add it.
 
 use runner_core::baseline::{Answers, BaselineBackend};
+use runner_core::facets::Facets;
 use runner_core::journal::failed::FAILED_FILE;
 use runner_core::journal::{self, SampleRecord};
 use runner_core::report::{escape, write_atomic, Page};
@@ -39,10 +40,8 @@ impl Sums {
                         max_new_tokens: 8,
                         sampling: Sampling::Greedy,
                     },
-                    scenario: format!("sum-{i}"),
-                    condition: "plain".into(),
-                    task: "add".into(),
-                    step: 0,
+                    // The suite's own facet: which sum (read back by `score`).
+                    facets: Facets::new().with("item", i),
                     prompt_sha256: sha256_hex(text.as_bytes()),
                 }
             })
@@ -50,9 +49,8 @@ impl Sums {
         Sums { jobs }
     }
 
-    fn expected(&self, scenario: &str) -> Option<u64> {
-        let i: u64 = scenario.strip_prefix("sum-")?.parse().ok()?;
-        Some(3 * i)
+    fn expected(&self, item: usize) -> Option<usize> {
+        (item < self.jobs.len()).then_some(3 * item)
     }
 }
 
@@ -70,8 +68,9 @@ impl Workload for Sums {
         "exact"
     }
     fn score(&self, r: &SampleRecord) -> Result<Scoring, String> {
-        let want = self.expected(&r.scenario).ok_or("no such sum")?;
-        let said: Option<u64> = r.text.trim().parse().ok();
+        let item = r.facets.count("item").map_err(|e| e.to_string())?;
+        let want = self.expected(item).ok_or("no such sum")?;
+        let said: Option<usize> = r.text.trim().parse().ok();
         Ok(Scoring {
             scores: json!({"exact": said == Some(want)}),
             correct: Some(said == Some(want)),
@@ -196,6 +195,15 @@ fn a_third_suite_runs_journals_resumes_rescores_and_reports_through_the_core_alo
     assert_eq!(first.running.contract_failures, 2);
     let journaled = journal::read_records(&dir.join(journal::JOURNAL_FILE), false).unwrap();
     assert_eq!(journaled.records.len(), 10);
+    // Its lines carry the suite's own facet and no other suite's.
+    let lines = std::fs::read_to_string(dir.join(journal::JOURNAL_FILE)).unwrap();
+    for line in lines.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        assert!(
+            line["item"].is_u64() && line.get("scenario").is_none(),
+            "{line}"
+        );
+    }
     assert!(journaled
         .records
         .iter()

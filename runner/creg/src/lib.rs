@@ -14,6 +14,7 @@ pub mod frozen;
 pub mod generator;
 pub mod load;
 pub mod model;
+pub mod place;
 pub mod plan;
 pub mod record;
 pub mod render;

@@ -5,6 +5,7 @@
 pub mod identity;
 
 use crate::baseline::{self, System};
+use crate::place::Place;
 use crate::plan::{self, PlanSpec};
 use crate::record::{Scenario, ScenarioId};
 use crate::render::question::Question;
@@ -34,17 +35,6 @@ pub struct CregWorkload {
     jobs: Vec<Job>,
 }
 
-/// The question a journaled (task, step) asks.
-pub fn question(task: &str, step: usize) -> Option<Question> {
-    Some(match task {
-        "belief" => Question::Belief { step },
-        "contradiction" => Question::Contradiction,
-        "action" => Question::Action,
-        "explanation" => Question::Explanation,
-        _ => return None,
-    })
-}
-
 impl CregWorkload {
     /// `suite` is the frozen suite or a user's original file; `suite_sha256` the hash
     /// of its bytes, which request ids are keyed on.
@@ -61,10 +51,13 @@ impl CregWorkload {
             .into_iter()
             .map(|p| Job {
                 prompt_sha256: sha256_hex(p.prompt.text.as_bytes()),
-                scenario: p.prompt.scenario.to_string(),
-                condition: p.prompt.condition.name().to_string(),
-                task: p.prompt.task.name().to_string(),
-                step: p.prompt.step,
+                facets: Place {
+                    scenario: p.prompt.scenario.as_str(),
+                    condition: p.prompt.condition.name(),
+                    task: p.prompt.task.name(),
+                    step: p.prompt.step,
+                }
+                .facets(),
                 request: Request {
                     id: p.prompt.request_id,
                     // The task template carries every instruction; the system turn is
@@ -133,21 +126,24 @@ impl CregWorkload {
         &self.suite
     }
 
-    fn locate(&self, r: &SampleRecord) -> Result<(&Scenario, Question), String> {
+    fn locate<'r>(&self, r: &'r SampleRecord) -> Result<(&Scenario, Place<'r>, Question), String> {
+        let place = Place::of(&r.facets)?;
         let s = self
             .by_id
-            .get(&ScenarioId::new(&r.scenario))
+            .get(&ScenarioId::new(place.scenario))
             .map(|&i| &self.suite[i])
-            .ok_or_else(|| format!("scenario {:?} is not in the suite", r.scenario))?;
-        let q = question(&r.task, r.step).ok_or_else(|| format!("unknown task {:?}", r.task))?;
-        Ok((s, q))
+            .ok_or_else(|| format!("scenario {:?} is not in the suite", place.scenario))?;
+        Ok((s, place, place.question()?))
     }
 
-    fn score_sample(&self, r: &SampleRecord) -> Result<(&Scenario, Question, SampleScore), String> {
-        let (s, q) = self.locate(r)?;
+    fn score_sample<'r>(
+        &self,
+        r: &'r SampleRecord,
+    ) -> Result<(&Scenario, Place<'r>, Question, SampleScore), String> {
+        let (s, place, q) = self.locate(r)?;
         let score = score_text(s, q, &r.text, r.finish_reason)
-            .ok_or_else(|| format!("step {} is not a prefix of {}", r.step, r.scenario))?;
-        Ok((s, q, score))
+            .ok_or_else(|| format!("step {} is not a prefix of {}", place.step, place.scenario))?;
+        Ok((s, place, q, score))
     }
 
     /// Every journaled sample of `runs` (label, records), scored and aggregated.
@@ -188,13 +184,13 @@ impl CregWorkload {
         let mut scored = Vec::with_capacity(runs.iter().map(|(_, r)| r.len()).sum());
         for (model, records) in runs {
             for r in records {
-                let (s, q, score) = self
+                let (s, place, q, score) = self
                     .score_sample(r)
                     .map_err(|e| format!("request {} seed {}: {e}", r.request_id, r.seed))?;
                 if let Some(b) = browser.as_deref_mut() {
-                    crate::report::browser::push_sample(b, model, r, s, q, &score);
+                    crate::report::browser::push_sample(b, model, r, place, s, q, &score);
                 }
-                scored.push(Scored::new(model, &r.condition, r.seed, s, q, score));
+                scored.push(Scored::new(model, place.condition, r.seed, s, q, score));
             }
         }
         Ok(scored)
@@ -268,7 +264,7 @@ impl Workload for CregWorkload {
     }
 
     fn score(&self, r: &SampleRecord) -> Result<Scoring, String> {
-        let (_, q, score) = self.score_sample(r)?;
+        let (_, _, q, score) = self.score_sample(r)?;
         let metric = |name: &str| {
             score
                 .metrics()
@@ -321,10 +317,11 @@ impl Workload for CregWorkload {
     fn baseline(&self, name: &str) -> Option<Box<dyn Backend>> {
         let system: System = name.parse().ok()?;
         let questions = self.jobs.iter().filter_map(|j| {
+            let place = Place::of(&j.facets).ok()?;
             Some((
                 j.request.id.clone(),
-                ScenarioId::new(&j.scenario),
-                question(&j.task, j.step)?,
+                ScenarioId::new(place.scenario),
+                place.question().ok()?,
             ))
         });
         Some(Box::new(baseline::backend(system, &self.suite, questions)))

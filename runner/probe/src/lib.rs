@@ -12,6 +12,7 @@ pub mod chains;
 pub mod checker;
 pub mod generator;
 pub mod load;
+pub mod place;
 pub mod plan;
 pub mod provenance;
 pub mod record;

@@ -217,10 +217,11 @@ mod tests {
             .append(&[SampleRecord {
                 request_id: "c".into(),
                 seed: 2,
-                scenario: "s".into(),
-                condition: "x".into(),
-                task: "belief".into(),
-                step: 1,
+                facets: crate::facets::Facets::new()
+                    .with("scenario", "s")
+                    .with("condition", "x")
+                    .with("task", "belief")
+                    .with("step", 1),
                 prompt_sha256: "00".into(),
                 text: "{}".into(),
                 tokens: 1,

@@ -16,6 +16,7 @@
 
 pub mod batches;
 pub mod failed;
+mod line;
 pub mod lock;
 mod merge;
 mod rebind;
@@ -23,6 +24,8 @@ mod rebind;
 pub use merge::merge;
 pub use rebind::{rebind, Rebound};
 
+use crate::facets::Facets;
+use line::LineIn;
 use lock::{LockError, RunLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -63,48 +66,6 @@ pub fn identity_sha256(identity: &Value) -> String {
     runner_engine::digest::sha256_hex(without_nulls(identity).to_string().as_bytes())
 }
 
-/// A journal line: the record's fields and the identity it was written under (not a
-/// flattened [`SampleRecord`]: that buffers every line as a tree of values first).
-#[derive(Deserialize)]
-struct LineIn {
-    request_id: String,
-    seed: u64,
-    scenario: String,
-    condition: String,
-    task: String,
-    step: usize,
-    prompt_sha256: String,
-    text: String,
-    tokens: usize,
-    finish_reason: runner_engine::finish::FinishReason,
-    prefill_ms: f64,
-    decode_ms: f64,
-    scores: Value,
-    #[serde(default)]
-    identity_sha256: Option<String>,
-}
-
-impl LineIn {
-    fn split(self) -> (SampleRecord, Option<String>) {
-        let record = SampleRecord {
-            request_id: self.request_id,
-            seed: self.seed,
-            scenario: self.scenario,
-            condition: self.condition,
-            task: self.task,
-            step: self.step,
-            prompt_sha256: self.prompt_sha256,
-            text: self.text,
-            tokens: self.tokens,
-            finish_reason: self.finish_reason,
-            prefill_ms: self.prefill_ms,
-            decode_ms: self.decode_ms,
-            scores: self.scores,
-        };
-        (record, self.identity_sha256)
-    }
-}
-
 #[derive(Serialize)]
 struct LineOut<'a> {
     #[serde(flatten)]
@@ -126,12 +87,10 @@ pub struct Manifest {
 pub struct SampleRecord {
     pub request_id: String,
     pub seed: u64,
-    /// What the request asks, so that a journal can be rescored without re-planning:
-    /// the scenario (or Probe item), condition, task and arrival step.
-    pub scenario: String,
-    pub condition: String,
-    pub task: String,
-    pub step: usize,
+    /// What the suite says the request asks (journaled as top-level fields of the
+    /// line), so that a journal can be rescored without re-planning.
+    #[serde(flatten)]
+    pub facets: Facets,
     pub prompt_sha256: String,
     pub text: String,
     pub tokens: usize,

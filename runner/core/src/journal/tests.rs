@@ -19,10 +19,11 @@ fn record(i: usize) -> SampleRecord {
     SampleRecord {
         request_id: format!("req-{i:04}"),
         seed: 42,
-        scenario: "s".into(),
-        condition: "full_graph".into(),
-        task: "belief".into(),
-        step: 1,
+        facets: crate::facets::Facets::new()
+            .with("scenario", "s")
+            .with("condition", "full_graph")
+            .with("task", "belief")
+            .with("step", 1),
         prompt_sha256: "00".into(),
         text: format!("{{\"answer\": {i}}}"),
         tokens: 5,

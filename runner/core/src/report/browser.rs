@@ -33,8 +33,8 @@ pub struct BrowserSample {
     #[serde(rename = "cat")]
     pub category: String,
     /// Further filters of this workload (a Probe item's hop, domain, ...), in display order.
-    #[serde(rename = "f", skip_serializing_if = "Facets::is_empty")]
-    pub facets: Facets,
+    #[serde(rename = "f", skip_serializing_if = "Filters::is_empty")]
+    pub filters: Filters,
     /// Why the sample failed its contract, where it did.
     #[serde(rename = "why", skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -58,15 +58,15 @@ pub struct BrowserSample {
 
 /// (name, value) pairs, serialized as one object in their order.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Facets(pub Vec<(String, String)>);
+pub struct Filters(pub Vec<(String, String)>);
 
-impl Facets {
+impl Filters {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
 
-impl Serialize for Facets {
+impl Serialize for Filters {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(self.0.len()))?;
@@ -219,13 +219,13 @@ impl Browser {
         })
     }
 
-    /// Adds a journaled sample of a generic workload (the Probe diagnostic): its
-    /// scores object gives the metrics (numbers and booleans) and the category
-    /// (`outcome` or `category`).
-    pub fn push_generic(&mut self, model: &str, r: &SampleRecord) {
+    /// Adds a sample of a generic workload (the Probe diagnostic), whose journaled
+    /// `scores` give the metrics (numbers and booleans) and the category (`outcome` or
+    /// `category`); `sample` holds the rest (see [`BrowserSample::of`]).
+    pub fn push_generic(&mut self, sample: BrowserSample, scores: &Value) {
         let mut metrics = BTreeMap::new();
         let mut category = String::new();
-        if let Value::Object(o) = &r.scores {
+        if let Value::Object(o) = scores {
             for (k, v) in o {
                 match v {
                     Value::Number(n) => {
@@ -244,26 +244,27 @@ impl Browser {
         self.samples.push(BrowserSample {
             category,
             metrics,
-            parsed: r.scores.clone(),
-            ..BrowserSample::of(model, r)
+            parsed: scores.clone(),
+            ..sample
         });
     }
 }
 
 impl BrowserSample {
-    /// What the journal says of a sample (where it belongs, its text and ending), with
-    /// no group, category, facets, metrics, reading or reference: a suite adds those.
+    /// What the journal says of any sample: its model, seed, request, text and ending.
+    /// Where it sits in its suite (the scenario, condition, task and step columns), its
+    /// group, category, filters, metrics, reading and reference are the suite's to add.
     pub fn of(model: &str, r: &SampleRecord) -> BrowserSample {
         BrowserSample {
             model: model.to_string(),
-            condition: r.condition.clone(),
-            task: r.task.clone(),
-            step: r.step,
+            condition: String::new(),
+            task: String::new(),
+            step: 0,
             seed: r.seed,
-            scenario: r.scenario.clone(),
+            scenario: String::new(),
             group: String::new(),
             category: String::new(),
-            facets: Facets::default(),
+            filters: Filters::default(),
             why: None,
             metrics: BTreeMap::new(),
             request_id: r.request_id.clone(),

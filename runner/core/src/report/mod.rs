@@ -6,7 +6,7 @@ pub mod page;
 pub mod plot;
 pub mod provenance;
 
-pub use browser::{Browser, BrowserSample, Facets};
+pub use browser::{Browser, BrowserSample, Filters};
 pub use page::{samples_href, Page};
 pub use provenance::Provenance;
 

@@ -110,7 +110,7 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::browser::{BrowserSample, Facets};
+    use crate::report::browser::{BrowserSample, Filters};
 
     fn sample(group: &str) -> BrowserSample {
         BrowserSample {
@@ -122,7 +122,7 @@ mod tests {
             scenario: "s".into(),
             group: group.into(),
             category: "correct".into(),
-            facets: Facets::default(),
+            filters: Filters::default(),
             why: None,
             metrics: Default::default(),
             request_id: "r".into(),

@@ -14,6 +14,7 @@ pub mod model;
 pub mod rescore;
 pub mod suite;
 
+use crate::facets::Facets;
 use crate::journal::batches::BatchLog;
 use crate::journal::failed::{FailedLog, FAILED_FILE};
 use crate::journal::{self, Journal, JournalError, Manifest, Recovered, SampleRecord};
@@ -69,10 +70,8 @@ pub fn sampling_as_typed(sampling: Sampling) -> Value {
 #[derive(Clone, Debug)]
 pub struct Job {
     pub request: Request,
-    pub scenario: String,
-    pub condition: String,
-    pub task: String,
-    pub step: usize,
+    /// What the suite says the request asks; journaled with each of its samples.
+    pub facets: Facets,
     pub prompt_sha256: String,
 }
 
@@ -515,10 +514,7 @@ fn record_of(job: &Job, s: &Sample) -> SampleRecord {
     SampleRecord {
         request_id: s.request_id.to_string(),
         seed: s.seed,
-        scenario: job.scenario.clone(),
-        condition: job.condition.clone(),
-        task: job.task.clone(),
-        step: job.step,
+        facets: job.facets.clone(),
         prompt_sha256: job.prompt_sha256.clone(),
         text: s.text.clone(),
         tokens: s.generated_tokens(),

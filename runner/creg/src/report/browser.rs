@@ -2,13 +2,14 @@
 //! category, its stated-probability bin, the answer parsed again against its contract,
 //! and the scenario's reference for the question (stored once per question).
 
+use crate::place::Place;
 use crate::record::Scenario;
 use crate::render::question::Question;
 use crate::score::aggregate::{reliability_bin, reliability_bin_label};
 use crate::score::contract;
 use crate::score::sample::SampleScore;
 use runner_core::journal::SampleRecord;
-use runner_core::report::browser::{Browser, BrowserSample, Facets};
+use runner_core::report::browser::{Browser, BrowserSample, Filters};
 use runner_engine::FinishReason;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -22,19 +23,24 @@ pub fn push_sample(
     browser: &mut Browser,
     model: &str,
     r: &SampleRecord,
+    place: Place,
     s: &Scenario,
     q: Question,
     score: &SampleScore,
 ) {
     let (parsed, why) = parsed(q, &r.text, r.finish_reason);
-    let key = format!("{}|{}|{}", r.scenario, q.task_name(), r.step);
+    let key = format!("{}|{}|{}", place.scenario, q.task_name(), place.step);
     if !browser.references.contains_key(&key) {
         browser.references.insert(key.clone(), reference(s, q));
     }
     browser.samples.push(BrowserSample {
         group: s.metadata.trajectory_regime.to_string(),
         category: score.category().to_string(),
-        facets: stated_bin(score),
+        scenario: place.scenario.to_string(),
+        condition: place.condition.to_string(),
+        task: place.task.to_string(),
+        step: place.step,
+        filters: stated_bin(score),
         why,
         metrics: score
             .metrics()
@@ -49,13 +55,13 @@ pub fn push_sample(
 
 /// The reliability bin a belief sample counts in (none after a contract failure, as in
 /// the reliability table).
-fn stated_bin(score: &SampleScore) -> Facets {
+fn stated_bin(score: &SampleScore) -> Filters {
     match score {
-        SampleScore::Belief(b) if !b.contract_failure => Facets(vec![(
+        SampleScore::Belief(b) if !b.contract_failure => Filters(vec![(
             STATED_BIN.to_string(),
             reliability_bin_label(reliability_bin(b.p_anomalous)),
         )]),
-        _ => Facets::default(),
+        _ => Filters::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! tables by domain and design axis, the point-in-time queries, comparisons, then the
 //! sample browser, which shows each item as its conversation.
 
+use crate::place::Place;
 use crate::report::facets::ProbeFacts;
 use crate::report::tables::{self, Table, TextTable};
 use crate::report::words::{set_kind, AXES, HEADLINE, PIT_NOTE};
@@ -11,8 +12,8 @@ use crate::report::{figures, tex};
 use crate::score::compare::fmt_p;
 use crate::score::{PitReport, ProbeReport, RunReport};
 use runner_core::journal::SampleRecord;
-use runner_core::report::Facets;
 use runner_core::report::{escape, write_atomic, Browser, Page, Provenance};
+use runner_core::report::{BrowserSample, Filters};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -309,17 +310,26 @@ pub fn probe_browser(
     };
     for (model, records) in runs {
         for r in records {
-            browser.push_generic(model, r);
-            let Some(f) = facts.get(&r.scenario, &r.task) else {
+            let place = Place::of(&r.facets).ok();
+            let sample = BrowserSample {
+                scenario: place.map_or_else(String::new, |p| p.item.to_string()),
+                condition: place.map_or_else(String::new, |p| p.condition.to_string()),
+                task: place.map_or_else(String::new, |p| p.label.to_string()),
+                step: place.map_or(0, |p| p.index),
+                ..BrowserSample::of(model, r)
+            };
+            browser.push_generic(sample, &r.scores);
+            let Some((place, f)) = place.and_then(|p| Some((p, facts.get(p.item, p.label)?)))
+            else {
                 continue;
             };
-            let key = format!("{}|{}", r.scenario, r.task);
+            let key = format!("{}|{}", place.item, place.label);
             browser
                 .references
                 .entry(key.clone())
                 .or_insert_with(|| f.reference.clone());
             if let Some(s) = browser.samples.last_mut() {
-                s.facets = Facets(f.facets.clone());
+                s.filters = Filters(f.facets.clone());
                 s.reference = Some(key);
             }
         }

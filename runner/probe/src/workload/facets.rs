@@ -1,6 +1,7 @@
 //! Each planned question's facets and reference for the HTML report: the journal holds
 //! only the item id, the Probe set holds the rest.
 
+use crate::place::Place;
 use crate::record::{Gold, PitItem, ProbeItem, Session};
 use crate::render::{session_date, Phase, Question};
 use crate::report::facets::{self as f, ProbeFacts, QuestionFacts, POINT_IN_TIME};
@@ -131,7 +132,9 @@ impl ProbeWorkload {
                 Question::Core { item, phase } => core_facts(&self.set.core_items()[item], phase),
                 Question::Pit { item, query } => pit_facts(&self.set.pit_items()[item], query),
             };
-            out.insert(&job.scenario, &job.task, facts);
+            if let Ok(place) = Place::of(&job.facets) {
+                out.insert(place.item, place.label, facts);
+            }
         }
         out
     }

@@ -8,9 +8,10 @@
 //!   after it (`post`); a PIT item is asked once per query. Request ids are the
 //!   SHA-256 of `probe-request-v1`, the file's hash, the condition, the item id and the
 //!   phase or query label.
-//! * Journal fields: `scenario` = item id; `condition` = `conversation` (core items)
-//!   or `point-in-time` (PIT queries); `task` = `pre`/`post`/`followup` or the query label;
-//!   `step` = the sessions shown (core) or the query's index in the item (PIT).
+//! * Facets, journaled with each sample ([`Place`](crate::place::Place)): `scenario` = item id; `condition` =
+//!   `conversation` (core items) or `point-in-time` (PIT queries); `task` =
+//!   `pre`/`post`/`followup` or the query label; `step` = the sessions shown (core) or
+//!   the query's index in the item (PIT).
 //! * `--limit N` keeps the first N items of every domain, in file order (core and PIT
 //!   alike); `--shard I/N` slices by request id as for CREG.
 //! * A sample is `correct` when its outcome is correct (the gold named and no other
@@ -27,6 +28,7 @@
 pub mod identity;
 
 use crate::baseline::System;
+use crate::place::Place;
 use crate::plan::{first_per_domain, ProbePlan};
 use crate::record::{PitItem, ProbeItem};
 use crate::render::{followup_prompt, pit_prompts, probe_prompts, request_id, Phase, Question};
@@ -154,10 +156,13 @@ impl JobList<'_> {
         }
         self.jobs.push(Job {
             prompt_sha256: sha256_hex(text.as_bytes()),
-            scenario: item.to_string(),
-            condition: condition.to_string(),
-            task: task.to_string(),
-            step,
+            facets: Place {
+                item,
+                condition,
+                label: task,
+                index: step,
+            }
+            .facets(),
             request: Request {
                 id,
                 // The prompt carries every instruction; the system turn is left to the
@@ -227,20 +232,21 @@ impl ProbeWorkload {
 
     /// The question a journaled sample answers.
     fn locate(&self, r: &SampleRecord) -> Result<Question, String> {
+        let place = Place::of(&r.facets)?;
         let find = |by_id: &HashMap<String, usize>| {
-            by_id.get(&r.scenario).copied().ok_or_else(|| {
+            by_id.get(place.item).copied().ok_or_else(|| {
                 format!(
                     "item {:?} ({}) is not in {}",
-                    r.scenario,
-                    r.condition,
+                    place.item,
+                    place.condition,
                     self.set.files()
                 )
             })
         };
-        match r.condition.as_str() {
+        match place.condition {
             CONVERSATION => {
                 let item = find(&self.core_by_id)?;
-                let phase = match r.task.as_str() {
+                let phase = match place.label {
                     "pre" => Phase::Pre,
                     "post" => Phase::Post,
                     "followup" => Phase::Followup,
@@ -255,14 +261,14 @@ impl ProbeWorkload {
             POINT_IN_TIME => {
                 let item = find(&self.pit_by_id)?;
                 let pit = &self.set.pit_items()[item];
-                match pit.queries.get(r.step) {
-                    Some(q) if q.label.as_str() == r.task => Ok(Question::Pit {
+                match pit.queries.get(place.index) {
+                    Some(q) if q.label.as_str() == place.label => Ok(Question::Pit {
                         item,
-                        query: r.step,
+                        query: place.index,
                     }),
                     _ => Err(format!(
                         "item {} has no query {:?} at position {}",
-                        r.scenario, r.task, r.step
+                        place.item, place.label, place.index
                     )),
                 }
             }

@@ -1,6 +1,7 @@
 //! Unit tests of the Probe workload: jobs, ids, limits and shards, scoring, names.
 
 use crate::generator::{generate_pit, generate_probe, to_json};
+use crate::place::Place;
 use crate::workload::*;
 use runner_core::plan::Shard;
 
@@ -16,6 +17,10 @@ fn workload(limit: Option<usize>, shard: Option<Shard>) -> ProbeWorkload {
         runner_core::protocol::SAMPLING,
     )
     .unwrap()
+}
+
+fn place(job: &Job) -> Place<'_> {
+    Place::of(&job.facets).unwrap()
 }
 
 #[test]
@@ -36,14 +41,11 @@ fn every_question_is_one_job_with_a_content_id() {
             (&b.request.id, &b.prompt_sha256)
         );
     }
-    let pre = &w.jobs()[0];
+    let pre = place(&w.jobs()[0]);
+    assert_eq!((pre.condition, pre.label), (CONVERSATION, "pre"));
+    let pit = place(w.jobs().last().unwrap());
     assert_eq!(
-        (pre.condition.as_str(), pre.task.as_str()),
-        (CONVERSATION, "pre")
-    );
-    let pit = w.jobs().last().unwrap();
-    assert_eq!(
-        (pit.condition.as_str(), pit.task.as_str(), pit.step),
+        (pit.condition, pit.label, pit.index),
         (POINT_IN_TIME, "after_second_fact", 2)
     );
 }
@@ -85,15 +87,12 @@ fn samples_score_by_outcome_and_unknown_records_are_named() {
     let job = w
         .jobs()
         .iter()
-        .find(|j| j.scenario == item.probe_id.as_str() && j.task == "post")
+        .find(|j| place(j).item == item.probe_id.as_str() && place(j).label == "post")
         .unwrap();
     let record = |text: &str| SampleRecord {
         request_id: job.request.id.to_string(),
         seed: 42,
-        scenario: job.scenario.clone(),
-        condition: job.condition.clone(),
-        task: job.task.clone(),
-        step: job.step,
+        facets: job.facets.clone(),
         prompt_sha256: job.prompt_sha256.clone(),
         text: text.to_string(),
         tokens: 0,
@@ -110,11 +109,25 @@ fn samples_score_by_outcome_and_unknown_records_are_named() {
     let empty = w.score(&record("  ")).unwrap();
     assert!(empty.contract_failure && empty.correct == Some(false));
     let mut bad = record("x");
-    bad.scenario = "nope".into();
+    bad.facets = Place {
+        item: "nope",
+        ..place(job)
+    }
+    .facets();
     assert!(w.score(&bad).unwrap_err().contains("\"nope\""));
     let mut bad = record("x");
-    bad.task = "middle".into();
+    bad.facets = Place {
+        label: "middle",
+        ..place(job)
+    }
+    .facets();
     assert!(w.score(&bad).is_err());
+    // A record of another suite is named as such.
+    bad.facets = runner_core::facets::Facets::new().with("item", 1);
+    assert_eq!(
+        w.score(&bad).unwrap_err(),
+        "not a Probe sample: the record has no `scenario`"
+    );
 }
 
 #[test]
@@ -159,15 +172,12 @@ fn followups_are_scored_and_contract_failures_counted_not_dropped() {
     let jobs: Vec<&Job> = w
         .jobs()
         .iter()
-        .filter(|j| j.scenario == item.probe_id.as_str())
+        .filter(|j| place(j).item == item.probe_id.as_str())
         .collect();
     let record = |job: &Job, seed: u64, text: &str| SampleRecord {
         request_id: job.request.id.to_string(),
         seed,
-        scenario: job.scenario.clone(),
-        condition: job.condition.clone(),
-        task: job.task.clone(),
-        step: job.step,
+        facets: job.facets.clone(),
         prompt_sha256: job.prompt_sha256.clone(),
         text: text.to_string(),
         tokens: 0,
@@ -176,7 +186,7 @@ fn followups_are_scored_and_contract_failures_counted_not_dropped() {
         decode_ms: 0.0,
         scores: Value::Null,
     };
-    let followup = jobs.iter().find(|j| j.task == "followup").unwrap();
+    let followup = jobs.iter().find(|j| place(j).label == "followup").unwrap();
     let gold: Vec<String> = item.gold_invalidated.iter().map(|r| r.0.clone()).collect();
     let right = serde_json::json!({"invalidated": gold, "axis": item.gold_axis}).to_string();
     let s = w.score(&record(followup, 1, &right)).unwrap();
@@ -191,7 +201,7 @@ fn followups_are_scored_and_contract_failures_counted_not_dropped() {
     let mut records = Vec::new();
     for seed in [1, 2] {
         for job in &jobs {
-            let text = match (job.task.as_str(), seed) {
+            let text = match (place(job).label, seed) {
                 ("pre", _) => item.gold_pre.to_string(),
                 ("post", _) => item.gold_post.to_string(),
                 (_, 1) => right.clone(),
