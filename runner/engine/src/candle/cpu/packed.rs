@@ -22,7 +22,9 @@
 
 pub use crate::candle::cpu::isa::{best_isa, Isa};
 use crate::candle::cpu::lanes::{Lanes, Scalar};
+use crate::candle::cpu::quantized::Rows;
 use crate::candle::cpu::{product_input, with_slice};
+use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Result, Tensor};
 use lines::Lines;
 use rayon::prelude::*;
@@ -82,7 +84,10 @@ impl PackedWeight {
         let mut store = match packing {
             Packing::F32 => Store::F32(Lines::zeroed(len)),
             Packing::Bf16 => Store::Bf16(Lines::zeroed(len)),
-            Packing::Q8_0 => Store::Q8(q8::pack(parts, panels, k)?),
+            Packing::Q8_0 => {
+                let rows: Vec<Rows> = parts.iter().map(|p| Rows::Float(p)).collect();
+                Store::Q8(q8::pack(&rows, panels, k)?)
+            }
         };
         let mut first = 0;
         for part in parts {
@@ -103,6 +108,21 @@ impl PackedWeight {
             }
             first += rows;
         }
+        Ok(PackedWeight { n, k, store })
+    }
+
+    /// q8_0 panels of GGUF tensors (each (n_i, k), stacked along n in order), each row
+    /// dequantized from its blocks and quantized again as it is packed, so that no f32
+    /// copy of a whole weight is made.
+    pub fn q8_0_of_blocks(parts: &[&QTensor]) -> Result<Self> {
+        let rows: Vec<Rows> = parts.iter().map(|p| Rows::Blocks(p)).collect();
+        let dims = rows.iter().map(Rows::dims).collect::<Result<Vec<_>>>()?;
+        let k = dims.first().map_or(0, |d| d.1);
+        if let Some((_, other)) = dims.iter().find(|d| d.1 != k) {
+            candle_core::bail!("stacked weights differ in depth: {k} and {other}");
+        }
+        let n: usize = dims.iter().map(|d| d.0).sum();
+        let store = Store::Q8(q8::pack(&rows, n.div_ceil(PANEL), k)?);
         Ok(PackedWeight { n, k, store })
     }
 

@@ -11,9 +11,10 @@
 
 use crate::candle::cpu::{product_input, with_slice};
 use candle_core::quantized::k_quants::{BlockQ4K, GgmlType};
-use candle_core::quantized::QuantizedType;
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::quantized::{QTensor, QuantizedType};
+use candle_core::{CpuStorage, DType, Device, Result, Tensor};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Inputs per q4_K block: a layer must be a whole number of them.
@@ -118,7 +119,7 @@ impl QuantWeight {
 /// Quantizes the rows of `part` (on the CPU, any float dtype) into `dst`.
 fn fill<T: GgmlType>(dst: &mut [T], part: &Tensor, k: usize) -> Result<()> {
     let per_row = k / T::BLCK_SIZE;
-    with_rows_f32(part, k, |row_of| {
+    with_rows_f32(Rows::Float(part), k, |row_of| {
         dst.par_chunks_mut(per_row).enumerate().for_each_init(
             || vec![0f32; k],
             |row, (r, out)| {
@@ -130,14 +131,35 @@ fn fill<T: GgmlType>(dst: &mut [T], part: &Tensor, k: usize) -> Result<()> {
     })
 }
 
-/// Runs `f` with a reader that widens row `r` of the (rows, k) weight `part` (on the
-/// CPU, f32, bf16 or f16) into an f32 buffer, so that quantizing rows in parallel
-/// never makes an f32 copy of the whole weight.
+/// A weight's rows as a packer reads them: a float tensor's, or the blocks of a GGUF
+/// tensor as the file stores them.
+#[derive(Clone, Copy)]
+pub(crate) enum Rows<'a> {
+    Float(&'a Tensor),
+    Blocks(&'a QTensor),
+}
+
+impl Rows<'_> {
+    pub(crate) fn dims(&self) -> Result<(usize, usize)> {
+        match self {
+            Rows::Float(t) => t.dims2(),
+            Rows::Blocks(t) => t.shape().dims2(),
+        }
+    }
+}
+
+/// Runs `f` with a reader that widens row `r` of the (rows, k) weight `part` (a float
+/// tensor on the CPU, f32, bf16 or f16, or GGUF blocks) into an f32 buffer, so that
+/// quantizing rows in parallel never makes an f32 copy of the whole weight.
 pub(crate) fn with_rows_f32(
-    part: &Tensor,
+    part: Rows,
     k: usize,
     f: impl FnOnce(&(dyn Fn(usize, &mut [f32]) + Sync)) -> Result<()>,
 ) -> Result<()> {
+    let part = match part {
+        Rows::Float(t) => t,
+        Rows::Blocks(t) => return with_block_rows_f32(t, k, f),
+    };
     let part = part.to_device(&Device::Cpu)?.contiguous()?;
     match part.dtype() {
         DType::F32 => with_slice::<f32, _>(&part, |s| {
@@ -151,6 +173,35 @@ pub(crate) fn with_rows_f32(
         }
         other => candle_core::bail!("cannot quantize weights of dtype {other:?}"),
     }
+}
+
+/// [`with_rows_f32`] over GGUF blocks: each row's blocks dequantized when it is read.
+fn with_block_rows_f32(
+    t: &QTensor,
+    k: usize,
+    f: impl FnOnce(&(dyn Fn(usize, &mut [f32]) + Sync)) -> Result<()>,
+) -> Result<()> {
+    let dtype = t.dtype();
+    let (rows, width) = t.shape().dims2()?;
+    if width != k || !k.is_multiple_of(dtype.block_size()) {
+        candle_core::bail!("{dtype:?} rows of {width} cannot be read as rows of {k}");
+    }
+    let row_bytes = k / dtype.block_size() * dtype.type_size();
+    let data = t.data()?;
+    if data.len() != rows * row_bytes {
+        candle_core::bail!(
+            "{dtype:?} blocks of {} bytes for {rows} rows of {row_bytes}",
+            data.len()
+        );
+    }
+    // The sizes were checked above, so a row's dequantization cannot fail.
+    f(&|r, row| {
+        let blocks = dtype.from_data(Cow::Borrowed(&data[r * row_bytes..(r + 1) * row_bytes]));
+        match blocks.dequantize(k) {
+            Ok(CpuStorage::F32(v)) => row.copy_from_slice(&v),
+            _ => row.fill(f32::NAN),
+        }
+    })
 }
 
 fn widen<T: Copy + Into<f32>>(src: &[T], dst: &mut [f32]) {

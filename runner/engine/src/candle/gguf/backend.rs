@@ -17,18 +17,19 @@ impl candle_nn::var_builder::SimpleBackend for GgufBackend {
         dtype: DType,
         dev: &Device,
     ) -> Result<Tensor> {
-        let (gguf, t) = self.lookup(name)?;
-        if t.shape() != &s {
+        let (gguf, shape) = self.lookup(name)?;
+        if shape != &s {
             candle_core::bail!(
                 "tensor {gguf} ({name}) has shape {:?}, the architecture expects {s:?}",
-                t.shape().dims()
+                shape.dims()
             );
         }
         self.get_unchecked(name, dtype, dev)
     }
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> Result<Tensor> {
-        let (_, t) = self.lookup(name)?;
+        let (gguf, _) = self.lookup(name)?;
+        let t = self.0.read(&gguf).map_err(candle_core::Error::wrap)?;
         let mut w = t.dequantize(dev)?;
         // llama.cpp's converter stores Gemma's norm scales as 1 + w, the factor they
         // multiply by; the model adds the 1 itself, as to a Hugging Face checkpoint's.
@@ -44,7 +45,7 @@ impl candle_nn::var_builder::SimpleBackend for GgufBackend {
 }
 
 impl GgufBackend {
-    fn lookup(&self, name: &str) -> Result<(String, &Arc<candle_core::quantized::QTensor>)> {
+    fn lookup(&self, name: &str) -> Result<(String, &Shape)> {
         match self.0.by_hf_name(name) {
             Some(found) => Ok(found),
             None => candle_core::bail!(

@@ -41,17 +41,18 @@ impl Embedding {
         let vb = vb.pp(name);
         let name = format!("{}.weight", vb.prefix());
         if let Some(gguf) = &weights.gguf {
-            let Some((gguf_name, t)) = gguf.by_hf_name(&name) else {
+            let Some((gguf_name, shape)) = gguf.by_hf_name(&name) else {
                 candle_core::bail!("{} has no tensor for {name}", gguf.path().display());
             };
-            if t.shape().dims() != [vocab, hidden] {
+            if shape.dims() != [vocab, hidden] {
                 candle_core::bail!(
                     "tensor {gguf_name} has shape {:?}, the architecture expects [{vocab}, {hidden}]",
-                    t.shape().dims()
+                    shape.dims()
                 );
             }
+            let t = gguf.read(&gguf_name).map_err(candle_core::Error::wrap)?;
             return Ok(Embedding {
-                table: Table::Blocks(t.clone()),
+                table: Table::Blocks(t),
                 dtype: vb.dtype(),
             });
         }
@@ -85,9 +86,13 @@ impl Embedding {
     pub fn tied_head(&self, vb: &VarBuilder, name: &str, weights: &Weights) -> Result<Proj> {
         match &self.table {
             Table::Held(t) => Proj::from_weight(t, weights),
+            // The table's own blocks, not a second read of them from the file.
             Table::Blocks(t) => {
                 let (vocab, hidden) = t.shape().dims2()?;
-                Proj::load(vb, &[(name, vocab)], hidden, false, weights)
+                let parts = [(vocab, t.clone())];
+                weights
+                    .kernels
+                    .gguf_proj(&parts, hidden, None, vb.device(), vb.dtype())
             }
             Table::Stored(rows) => {
                 let (vocab, hidden) = rows.dims();

@@ -73,16 +73,16 @@ impl Proj {
             .iter()
             .map(|(name, out)| {
                 let hf = format!("{}.weight", vb.pp(name).prefix());
-                let Some((name, t)) = gguf.by_hf_name(&hf) else {
+                let Some((name, shape)) = gguf.by_hf_name(&hf) else {
                     candle_core::bail!("{} has no tensor for {hf}", gguf.path().display());
                 };
-                if t.shape().dims() != [*out, inputs] {
+                if shape.dims() != [*out, inputs] {
                     candle_core::bail!(
                         "tensor {name} has shape {:?}, the architecture expects [{out}, {inputs}]",
-                        t.shape().dims()
+                        shape.dims()
                     );
                 }
-                Ok((*out, t.clone()))
+                Ok((*out, gguf.read(&name).map_err(candle_core::Error::wrap)?))
             })
             .collect::<Result<Vec<_>>>()?;
         let bias = stacked_bias(vb, parts, bias)?;

@@ -15,9 +15,9 @@
 
 use super::lines::Lines;
 use super::PANEL;
-use crate::candle::cpu::quantized::with_rows_f32;
+use crate::candle::cpu::quantized::{with_rows_f32, Rows};
 use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
-use candle_core::{Result, Tensor};
+use candle_core::Result;
 use rayon::prelude::*;
 
 /// Depths per q8_0 block (one scale each).
@@ -49,7 +49,7 @@ pub fn value_at(lane: usize, d: usize) -> usize {
 /// Quantizes `parts` (each (n_i, k), stacked along the outputs) into `panels` panels;
 /// rows in parallel, each widened to f32 on its own. Lanes past the last output hold
 /// zeros with a zero scale.
-pub fn pack(parts: &[&Tensor], panels: usize, k: usize) -> Result<Panels> {
+pub(crate) fn pack(parts: &[Rows], panels: usize, k: usize) -> Result<Panels> {
     if !k.is_multiple_of(BLOCK) {
         candle_core::bail!("q8_0 quantizes blocks of {BLOCK} inputs; this layer has {k}");
     }
@@ -61,12 +61,12 @@ pub fn pack(parts: &[&Tensor], panels: usize, k: usize) -> Result<Panels> {
     let (vstore, sstore) = (values.as_mut_slice(), scales.as_mut_slice());
     let mut first = 0;
     for part in parts {
-        let rows = part.dim(0)?;
+        let rows = part.dims()?.0;
         let (p0, p1) = (first / PANEL, (first + rows).div_ceil(PANEL));
         let mine = first..first + rows;
         let vchunk = &mut vstore[p0 * value_bytes..p1 * value_bytes];
         let schunk = &mut sstore[p0 * scale_len..p1 * scale_len];
-        with_rows_f32(part, k, |row_of| {
+        with_rows_f32(*part, k, |row_of| {
             vchunk
                 .par_chunks_mut(value_bytes)
                 .zip(schunk.par_chunks_mut(scale_len))

@@ -6,7 +6,7 @@
 use crate::candle::cpu::packed::{PackedWeight, Packing, Q8_BLOCK};
 use crate::candle::cpu::quantized::{QuantWeight, Q4K_BLOCK};
 use crate::candle::cpu::{self, GatedAct};
-use crate::candle::gguf::has_cpu_kernel;
+use crate::candle::gguf::held_as_q8_panels;
 use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{Mask, Proj, Weights};
 use crate::candle::runtime::kv_cache::StepLayout;
@@ -62,8 +62,8 @@ impl Kernels for CpuKernels {
     }
 
     /// Float tensors are packed like a safetensors checkpoint's (bf16 when all are
-    /// bf16, else f32); block types candle has vectorised kernels for stay in their
-    /// blocks; the others are widened and held as q8_0 panels.
+    /// bf16, else f32); block types of 4 bits or more are held as q8_0 panels; Q2_K
+    /// and Q3_K stay in their blocks, multiplied by candle's products.
     fn gguf_proj(
         &self,
         parts: &[(usize, Arc<QTensor>)],
@@ -89,14 +89,16 @@ impl Kernels for CpuKernels {
             let refs: Vec<&Tensor> = dense.iter().collect();
             return self.proj(&refs, bias, format);
         }
-        if parts.iter().any(|(_, t)| !has_cpu_kernel(t.dtype())) {
-            // candle multiplies these block types with scalar code, about 30 times slower
-            // than its vectorised kernels (SmolLM2's Q4_1: 31 prompt tokens/s against
-            // 1,051 as q8_0 panels). Widened exactly to f32, the weights are held as
-            // q8_0 panels instead: one more rounding, at 8 bits, of 4- or 5-bit values.
-            let dense = widened(DType::F32)?;
-            let refs: Vec<&Tensor> = dense.iter().collect();
-            return self.proj(&refs, bias, WeightFormat::Q8_0);
+        if parts.iter().any(|(_, t)| held_as_q8_panels(t.dtype())) {
+            // The panels' integer products run ahead of candle's block products, and
+            // for 4- and 5-bit types (scalar code in candle) by about 30 times. Each
+            // row is widened exactly and quantized to q8_0 as it is packed: one more
+            // rounding, at 8 bits, of 4- to 6-bit values (exact for Q8_0).
+            let tensors: Vec<&QTensor> = parts.iter().map(|(_, t)| t.as_ref()).collect();
+            return Ok(Proj::Packed {
+                weight: PackedWeight::q8_0_of_blocks(&tensors)?,
+                bias,
+            });
         }
         // The blocks are copied out of candle's tensor to be multiplied by its
         // row-by-row dot products, whose results do not depend on the rows beside

@@ -40,23 +40,24 @@ impl Engine {
         let kv_elems = read.config.kv_values_per_token();
         let on_cpu = device.is_cpu();
         let blocks = header.tensor_bytes();
-        // On the CPU the projections' blocks are copied out of the file's tensors (and
-        // a tied head out of the table), which are held until the load ends.
+        // On the CPU the projections are held as q8_0 panels or as copies of their
+        // blocks (and a tied head is made from the table), while the file's tensors
+        // are held until the load ends.
+        let (panels, replaced) = header.q8_panels();
         let need = MemoryNeed {
-            weights: blocks
-                + if read.tied && on_cpu {
-                    read.table_bytes
-                } else {
-                    0
-                },
+            weights: if on_cpu {
+                blocks - replaced + panels + if read.tied { read.table_bytes } else { 0 }
+            } else {
+                blocks
+            },
             load_peak: if on_cpu { blocks } else { 0 },
             kv_row: (kv_elems * MIN_CONTEXT * dtype.size_in_bytes()) as u64,
         };
         if let Some(available) = available_bytes(&device) {
             need.check(available, WeightFormat::Gguf, super::memory_place(&device))?;
         }
-        // Projections of a type candle multiplies with scalar code are held as q8_0
-        // panels by the CPU's kernels (gguf::has_cpu_kernel): the label says so.
+        // Projections of most block types are held as q8_0 panels by the CPU's
+        // kernels (gguf::held_as_q8_panels): the label says so.
         let as_panels = on_cpu && !options.rehearse_gpu;
         let types = types_label(&header, as_panels);
         let model = Arc::new(header.load(&device)?);
@@ -117,8 +118,8 @@ fn bad_file(path: &Path, message: String) -> EngineError {
 }
 
 /// What the file's metadata says the model is: its config as an architecture of the
-/// engine reads it, whether the output head is the embedding table, and the table's
-/// bytes.
+/// engine reads it, whether the output head is the embedding table, and the bytes of
+/// that table as the CPU holds it as a head (q8_0 panels, or its blocks).
 struct FileConfig {
     config: Box<dyn registry::ModelConfig>,
     arch: &'static registry::Architecture,
@@ -150,8 +151,11 @@ impl FileConfig {
             .ok_or_else(|| bad(format!("no engine architecture for {model_type}")))?;
         let config = (arch.parse)(&value.to_string())
             .map_err(|m| bad(format!("metadata as a config: {m}")))?;
-        let table_bytes = (embed.shape.elem_count() / embed.ggml_dtype.block_size()
-            * embed.ggml_dtype.type_size()) as u64;
+        let n = embed.shape.elem_count();
+        let table_bytes = match crate::candle::gguf::held_as_q8_panels(embed.ggml_dtype) {
+            true => (n as u64).div_ceil(32) * 34,
+            false => (n / embed.ggml_dtype.block_size() * embed.ggml_dtype.type_size()) as u64,
+        };
         Ok(FileConfig {
             config,
             arch,
@@ -181,7 +185,7 @@ fn llama3_scaling(
 /// The file's tensor types with their counts, those the CPU holds as q8_0 panels marked
 /// when `as_panels`.
 fn types_label(header: &GgufHeader, as_panels: bool) -> String {
-    let slow = header.types_without_cpu_kernel();
+    let slow = header.types_as_q8_panels();
     let types: Vec<String> = header
         .tensor_types()
         .iter()
