@@ -24,7 +24,6 @@ pub use crate::candle::cpu::isa::{best_isa, Isa};
 use crate::candle::cpu::lanes::{Lanes, Scalar};
 use crate::candle::cpu::quantized::Rows;
 use crate::candle::cpu::{product_input, with_slice};
-use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Result, Tensor};
 use lines::Lines;
 use rayon::prelude::*;
@@ -111,18 +110,17 @@ impl PackedWeight {
         Ok(PackedWeight { n, k, store })
     }
 
-    /// q8_0 panels of GGUF tensors (each (n_i, k), stacked along n in order), each row
-    /// dequantized from its blocks and quantized again as it is packed, so that no f32
+    /// q8_0 panels of weights read row by row (each (n_i, k), stacked along n in
+    /// order): each row widened to f32 and quantized as it is packed, so that no f32
     /// copy of a whole weight is made.
-    pub fn q8_0_of_blocks(parts: &[&QTensor]) -> Result<Self> {
-        let rows: Vec<Rows> = parts.iter().map(|p| Rows::Blocks(p)).collect();
+    pub(crate) fn q8_0_of_rows(rows: &[Rows]) -> Result<Self> {
         let dims = rows.iter().map(Rows::dims).collect::<Result<Vec<_>>>()?;
         let k = dims.first().map_or(0, |d| d.1);
         if let Some((_, other)) = dims.iter().find(|d| d.1 != k) {
             candle_core::bail!("stacked weights differ in depth: {k} and {other}");
         }
         let n: usize = dims.iter().map(|d| d.0).sum();
-        let store = Store::Q8(q8::pack(&rows, n.div_ceil(PANEL), k)?);
+        let store = Store::Q8(q8::pack(rows, n.div_ceil(PANEL), k)?);
         Ok(PackedWeight { n, k, store })
     }
 

@@ -11,7 +11,7 @@
 
 use crate::candle::cpu::{product_input, with_slice};
 use candle_core::quantized::k_quants::{BlockQ4K, GgmlType};
-use candle_core::quantized::{QTensor, QuantizedType};
+use candle_core::quantized::{GgmlDType, QTensor, QuantizedType};
 use candle_core::{CpuStorage, DType, Device, Result, Tensor};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -120,23 +120,33 @@ impl QuantWeight {
 fn fill<T: GgmlType>(dst: &mut [T], part: &Tensor, k: usize) -> Result<()> {
     let per_row = k / T::BLCK_SIZE;
     with_rows_f32(Rows::Float(part), k, |row_of| {
-        dst.par_chunks_mut(per_row).enumerate().for_each_init(
+        dst.par_chunks_mut(per_row).enumerate().try_for_each_init(
             || vec![0f32; k],
             |row, (r, out)| {
-                row_of(r, row);
+                row_of(r, row)?;
                 T::from_float(row, out);
+                Ok(())
             },
-        );
-        Ok(())
+        )
     })
 }
 
-/// A weight's rows as a packer reads them: a float tensor's, or the blocks of a GGUF
-/// tensor as the file stores them.
+/// Rows that are read one at a time, widened to f32 (a GGUF file's tensor read from
+/// the file itself, so that packing it holds no copy of its blocks).
+pub trait RowSource: Sync {
+    /// (rows, k).
+    fn dims(&self) -> (usize, usize);
+    /// Row `r` into `out` (k values).
+    fn row_f32(&self, r: usize, out: &mut [f32]) -> Result<()>;
+}
+
+/// A weight's rows as a packer reads them: a float tensor's, the blocks of a GGUF
+/// tensor in memory, or a [`RowSource`]'s.
 #[derive(Clone, Copy)]
 pub(crate) enum Rows<'a> {
     Float(&'a Tensor),
     Blocks(&'a QTensor),
+    Source(&'a dyn RowSource),
 }
 
 impl Rows<'_> {
@@ -144,34 +154,72 @@ impl Rows<'_> {
         match self {
             Rows::Float(t) => t.dims2(),
             Rows::Blocks(t) => t.shape().dims2(),
+            Rows::Source(s) => Ok(s.dims()),
         }
     }
 }
 
+/// Reads row `r` of a weight into an f32 buffer of its width.
+pub(crate) type RowReader<'a> = dyn Fn(usize, &mut [f32]) -> Result<()> + Sync + 'a;
+
 /// Runs `f` with a reader that widens row `r` of the (rows, k) weight `part` (a float
-/// tensor on the CPU, f32, bf16 or f16, or GGUF blocks) into an f32 buffer, so that
-/// quantizing rows in parallel never makes an f32 copy of the whole weight.
+/// tensor on the CPU, f32, bf16 or f16, GGUF blocks, or a row source) into an f32
+/// buffer, so that quantizing rows in parallel never makes an f32 copy of the whole
+/// weight.
 pub(crate) fn with_rows_f32(
     part: Rows,
     k: usize,
-    f: impl FnOnce(&(dyn Fn(usize, &mut [f32]) + Sync)) -> Result<()>,
+    f: impl FnOnce(&RowReader) -> Result<()>,
 ) -> Result<()> {
     let part = match part {
         Rows::Float(t) => t,
         Rows::Blocks(t) => return with_block_rows_f32(t, k, f),
+        Rows::Source(s) => {
+            if s.dims().1 != k {
+                candle_core::bail!("rows of {} cannot be read as rows of {k}", s.dims().1);
+            }
+            return f(&|r, row| s.row_f32(r, row));
+        }
     };
     let part = part.to_device(&Device::Cpu)?.contiguous()?;
     match part.dtype() {
         DType::F32 => with_slice::<f32, _>(&part, |s| {
-            f(&|r, row| row.copy_from_slice(&s[r * k..(r + 1) * k]))
+            f(&|r, row| {
+                row.copy_from_slice(&s[r * k..(r + 1) * k]);
+                Ok(())
+            })
         }),
-        DType::BF16 => {
-            with_slice::<half::bf16, _>(&part, |s| f(&|r, row| widen(&s[r * k..(r + 1) * k], row)))
-        }
-        DType::F16 => {
-            with_slice::<half::f16, _>(&part, |s| f(&|r, row| widen(&s[r * k..(r + 1) * k], row)))
-        }
+        DType::BF16 => with_slice::<half::bf16, _>(&part, |s| {
+            f(&|r, row| {
+                widen(&s[r * k..(r + 1) * k], row);
+                Ok(())
+            })
+        }),
+        DType::F16 => with_slice::<half::f16, _>(&part, |s| {
+            f(&|r, row| {
+                widen(&s[r * k..(r + 1) * k], row);
+                Ok(())
+            })
+        }),
         other => candle_core::bail!("cannot quantize weights of dtype {other:?}"),
+    }
+}
+
+/// Dequantizes one row's blocks, `bytes` of GGML type `dtype`, into `out`.
+pub fn dequantize_row(dtype: GgmlDType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
+    match dtype
+        .from_data(Cow::Borrowed(bytes))
+        .dequantize(out.len())?
+    {
+        CpuStorage::F32(v) if v.len() == out.len() => {
+            out.copy_from_slice(&v);
+            Ok(())
+        }
+        _ => candle_core::bail!(
+            "{dtype:?} blocks of {} bytes are not a row of {}",
+            bytes.len(),
+            out.len()
+        ),
     }
 }
 
@@ -179,7 +227,7 @@ pub(crate) fn with_rows_f32(
 fn with_block_rows_f32(
     t: &QTensor,
     k: usize,
-    f: impl FnOnce(&(dyn Fn(usize, &mut [f32]) + Sync)) -> Result<()>,
+    f: impl FnOnce(&RowReader) -> Result<()>,
 ) -> Result<()> {
     let dtype = t.dtype();
     let (rows, width) = t.shape().dims2()?;
@@ -194,14 +242,7 @@ fn with_block_rows_f32(
             data.len()
         );
     }
-    // The sizes were checked above, so a row's dequantization cannot fail.
-    f(&|r, row| {
-        let blocks = dtype.from_data(Cow::Borrowed(&data[r * row_bytes..(r + 1) * row_bytes]));
-        match blocks.dequantize(k) {
-            Ok(CpuStorage::F32(v)) => row.copy_from_slice(&v),
-            _ => row.fill(f32::NAN),
-        }
-    })
+    f(&|r, row| dequantize_row(dtype, &data[r * row_bytes..(r + 1) * row_bytes], row))
 }
 
 fn widen<T: Copy + Into<f32>>(src: &[T], dst: &mut [f32]) {

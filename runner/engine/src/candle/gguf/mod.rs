@@ -165,6 +165,16 @@ impl GgufHeader {
         config::Metadata::new(&self.path, &self.content.metadata).string("general.architecture")
     }
 
+    /// Bytes of the largest tensor's blocks.
+    pub fn largest_tensor_bytes(&self) -> u64 {
+        self.content
+            .tensor_infos
+            .iter()
+            .map(|(name, i)| tensor_size(name, i.ggml_dtype, i.shape.elem_count()).unwrap_or(0))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Bytes of all tensors' blocks.
     pub fn tensor_bytes(&self) -> u64 {
         self.content
@@ -296,6 +306,37 @@ impl GgufModel {
         Some((gguf, shape))
     }
 
+    /// The rows of the 2-D tensor the file stores under `gguf_name`, each read from the
+    /// file (and dequantized) when asked for, on the CPU.
+    pub fn rows(&self, gguf_name: &str) -> Result<FileRows, EngineError> {
+        let at = self
+            .tensors
+            .get(gguf_name)
+            .ok_or_else(|| self.bad(format!("no tensor {gguf_name}")))?;
+        let fail = |m: String| self.bad(format!("tensor {gguf_name}: {m}"));
+        let &[rows, k] = at.shape.dims() else {
+            return Err(fail(format!(
+                "expected a matrix, found shape {:?}",
+                at.shape.dims()
+            )));
+        };
+        if !k.is_multiple_of(at.dtype.block_size()) {
+            return Err(fail(format!("rows of {k} do not fill its blocks")));
+        }
+        let file = std::fs::File::open(&self.path).map_err(|e| fail(e.to_string()))?;
+        Ok(FileRows {
+            path: self.path.clone(),
+            name: gguf_name.to_string(),
+            file,
+            offset: at.offset,
+            row_bytes: (k / at.dtype.block_size() * at.dtype.type_size()) as u64,
+            dtype: at.dtype,
+            rows,
+            k,
+            heads: at.heads,
+        })
+    }
+
     /// Reads the tensor the file stores under `gguf_name` onto the load device: a
     /// fresh copy each time, held as long as the caller keeps it.
     pub fn read(&self, gguf_name: &str) -> Result<Arc<QTensor>, EngineError> {
@@ -323,6 +364,115 @@ impl GgufModel {
     /// The error for something wrong with this file.
     pub fn bad(&self, message: String) -> EngineError {
         bad(&self.path, message)
+    }
+}
+
+/// One stacked part of a projection over a GGUF file's tensors: its outputs, and its
+/// blocks, already in memory or read from the file when the kernel set asks.
+pub struct GgufPart<'a> {
+    pub outputs: usize,
+    pub model: &'a GgufModel,
+    pub name: String,
+    /// Blocks a table already holds (a tied head shares its table's on a GPU).
+    pub held: Option<Arc<QTensor>>,
+}
+
+impl GgufPart<'_> {
+    pub fn dtype(&self) -> GgmlDType {
+        match (&self.held, self.model.tensors.get(&self.name)) {
+            (Some(t), _) => t.dtype(),
+            (None, Some(at)) => at.dtype,
+            // Unknown names are refused when the blocks are read.
+            (None, None) => GgmlDType::F32,
+        }
+    }
+
+    /// The part's blocks in memory: the held ones, else read from the file.
+    pub fn tensor(&self) -> candle_core::Result<Arc<QTensor>> {
+        match &self.held {
+            Some(t) => Ok(t.clone()),
+            None => self
+                .model
+                .read(&self.name)
+                .map_err(candle_core::Error::wrap),
+        }
+    }
+
+    /// The part's rows read from the file one at a time (its blocks never held whole).
+    pub fn file_rows(&self) -> candle_core::Result<FileRows> {
+        self.model
+            .rows(&self.name)
+            .map_err(candle_core::Error::wrap)
+    }
+}
+
+/// A GGUF tensor's rows, read from the file one at a time: a table's lookups, and a
+/// weight packed without a copy of its blocks in memory.
+#[derive(Debug)]
+pub struct FileRows {
+    path: PathBuf,
+    name: String,
+    file: std::fs::File,
+    offset: u64,
+    row_bytes: u64,
+    dtype: GgmlDType,
+    rows: usize,
+    k: usize,
+    heads: Option<usize>,
+}
+
+impl FileRows {
+    pub fn dtype(&self) -> GgmlDType {
+        self.dtype
+    }
+
+    /// Where row `r` (in Hugging Face's order) is stored: llama.cpp's converter
+    /// interleaved each head's q and k rows (see [`unpermute_rows`]).
+    fn stored_row(&self, r: usize) -> usize {
+        match self.heads {
+            Some(heads) => {
+                let d = self.rows / heads;
+                let (h, rem) = (r / d, r % d);
+                let (j, i) = (rem / (d / 2), rem % (d / 2));
+                h * d + 2 * i + j
+            }
+            None => r,
+        }
+    }
+
+    /// The rows `ids`, widened to f32, one after another.
+    pub fn gather(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let mut out = vec![0f32; ids.len() * self.k];
+        for (&id, row) in ids.iter().zip(out.chunks_exact_mut(self.k.max(1))) {
+            if id as usize >= self.rows {
+                candle_core::bail!(
+                    "token id {id} is outside the embedding table of {} rows",
+                    self.rows
+                );
+            }
+            crate::candle::cpu::quantized::RowSource::row_f32(self, id as usize, row)?;
+        }
+        Ok(out)
+    }
+}
+
+impl crate::candle::cpu::quantized::RowSource for FileRows {
+    fn dims(&self) -> (usize, usize) {
+        (self.rows, self.k)
+    }
+
+    fn row_f32(&self, r: usize, out: &mut [f32]) -> candle_core::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut raw = vec![0u8; self.row_bytes as usize];
+        let at = self.offset + self.stored_row(r) as u64 * self.row_bytes;
+        self.file.read_exact_at(&mut raw, at).map_err(|e| {
+            candle_core::Error::Msg(format!(
+                "{}: tensor {} row {r}: {e}",
+                self.path.display(),
+                self.name
+            ))
+        })?;
+        crate::candle::cpu::quantized::dequantize_row(self.dtype, &raw, out)
     }
 }
 

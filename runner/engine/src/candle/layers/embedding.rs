@@ -6,6 +6,8 @@
 //! most often turned a greedy choice (docs/notes/2026-12-engine-history.md).
 
 use crate::candle::checkpoint::StoredRows;
+use crate::candle::cpu::quantized::RowSource;
+use crate::candle::gguf::{FileRows, GgufPart};
 use crate::candle::layers::Proj;
 use crate::candle::layers::Weights;
 use candle_core::quantized::QTensor;
@@ -26,8 +28,12 @@ enum Table {
     Held(Tensor),
     /// Read from the checkpoint on the CPU.
     Stored(StoredRows),
-    /// A GGUF file's table in its stored blocks, rows dequantized as they are looked up.
-    Blocks(Arc<QTensor>),
+    /// A GGUF file's table in its stored blocks, rows dequantized as they are looked up
+    /// (on a GPU).
+    Blocks(String, Arc<QTensor>),
+    /// A GGUF file's table read from the file, rows dequantized as they are looked up
+    /// (on the CPU), under its GGUF name.
+    FileRows(String, Arc<FileRows>),
 }
 
 impl Embedding {
@@ -50,9 +56,15 @@ impl Embedding {
                     shape.dims()
                 );
             }
-            let t = gguf.read(&gguf_name).map_err(candle_core::Error::wrap)?;
+            let table = if weights.kernels.table_from_file() {
+                let rows = gguf.rows(&gguf_name).map_err(candle_core::Error::wrap)?;
+                Table::FileRows(gguf_name, Arc::new(rows))
+            } else {
+                let blocks = gguf.read(&gguf_name).map_err(candle_core::Error::wrap)?;
+                Table::Blocks(gguf_name, blocks)
+            };
             return Ok(Embedding {
-                table: Table::Blocks(t),
+                table,
                 dtype: vb.dtype(),
             });
         }
@@ -86,13 +98,14 @@ impl Embedding {
     pub fn tied_head(&self, vb: &VarBuilder, name: &str, weights: &Weights) -> Result<Proj> {
         match &self.table {
             Table::Held(t) => Proj::from_weight(t, weights),
-            // The table's own blocks, not a second read of them from the file.
-            Table::Blocks(t) => {
+            // The table's own blocks (shared on a GPU), or its rows from the file.
+            Table::Blocks(gguf_name, t) => {
                 let (vocab, hidden) = t.shape().dims2()?;
-                let parts = [(vocab, t.clone())];
-                weights
-                    .kernels
-                    .gguf_proj(&parts, hidden, None, vb.device(), vb.dtype())
+                gguf_head(vb, weights, (vocab, hidden), gguf_name, Some(t.clone()))
+            }
+            Table::FileRows(gguf_name, rows) => {
+                let dims = RowSource::dims(rows.as_ref());
+                gguf_head(vb, weights, dims, gguf_name, None)
             }
             Table::Stored(rows) => {
                 let (vocab, hidden) = rows.dims();
@@ -114,7 +127,14 @@ impl Embedding {
                 let ids = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
                 rows.gather(&ids)?
             }
-            Table::Blocks(t) => {
+            Table::FileRows(_, table) => {
+                let (_, hidden) = RowSource::dims(table.as_ref());
+                dims.push(hidden);
+                let device = ids.device().clone();
+                let ids = ids.flatten_all()?.to_dtype(DType::U32)?.to_vec1::<u32>()?;
+                Tensor::from_vec(table.gather(&ids)?, (ids.len(), hidden), &device)?
+            }
+            Table::Blocks(_, t) => {
                 let (vocab, hidden) = t.shape().dims2()?;
                 dims.push(hidden);
                 let ids = ids.flatten_all()?.to_dtype(DType::U32)?;
@@ -128,4 +148,27 @@ impl Embedding {
         };
         rows.reshape(dims)?.to_dtype(self.dtype)
     }
+}
+
+/// The output head over a GGUF table of `(vocab, hidden)`, its blocks `held` or read
+/// from the file under `gguf_name`.
+fn gguf_head(
+    vb: &VarBuilder,
+    weights: &Weights,
+    (vocab, hidden): (usize, usize),
+    gguf_name: &str,
+    held: Option<Arc<QTensor>>,
+) -> Result<Proj> {
+    let Some(model) = weights.gguf.as_deref() else {
+        candle_core::bail!("the GGUF table {gguf_name} without its file");
+    };
+    let parts = [GgufPart {
+        outputs: vocab,
+        model,
+        name: gguf_name.to_string(),
+        held,
+    }];
+    weights
+        .kernels
+        .gguf_proj(&parts, hidden, None, vb.device(), vb.dtype())
 }

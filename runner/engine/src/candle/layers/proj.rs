@@ -6,6 +6,7 @@
 use crate::candle::cpu::packed::PackedWeight;
 use crate::candle::cpu::quantized::QuantWeight;
 use crate::candle::gguf::GgufModel;
+use crate::candle::gguf::GgufPart;
 use crate::candle::layers::kernels::Kernels;
 use crate::candle::layers::Weights;
 use candle_core::quantized::QMatMul;
@@ -82,7 +83,12 @@ impl Proj {
                         shape.dims()
                     );
                 }
-                Ok((*out, gguf.read(&name).map_err(candle_core::Error::wrap)?))
+                Ok(GgufPart {
+                    outputs: *out,
+                    model: gguf,
+                    name,
+                    held: None,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let bias = stacked_bias(vb, parts, bias)?;

@@ -71,20 +71,20 @@ pub(crate) fn pack(parts: &[Rows], panels: usize, k: usize) -> Result<Panels> {
                 .par_chunks_mut(value_bytes)
                 .zip(schunk.par_chunks_mut(scale_len))
                 .enumerate()
-                .for_each_init(
+                .try_for_each_init(
                     || (vec![0f32; k], vec![BlockQ8_0::zeros(); blocks]),
                     |(row, qs), (i, (panel, scales))| {
                         for lane in 0..PANEL {
                             let out = (p0 + i) * PANEL + lane;
                             if mine.contains(&out) {
-                                row_of(out - first, row);
+                                row_of(out - first, row)?;
                                 BlockQ8_0::from_float(row, qs);
                                 place(panel, scales, lane, qs);
                             }
                         }
+                        Ok(())
                     },
-                );
-            Ok(())
+                )
         })?;
         first += rows;
     }

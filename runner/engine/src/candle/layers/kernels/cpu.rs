@@ -4,9 +4,9 @@
 //! Every op is row-local, so a row's bits do not depend on the rows beside it.
 
 use crate::candle::cpu::packed::{PackedWeight, Packing, Q8_BLOCK};
-use crate::candle::cpu::quantized::{QuantWeight, Q4K_BLOCK};
+use crate::candle::cpu::quantized::{QuantWeight, Rows, Q4K_BLOCK};
 use crate::candle::cpu::{self, GatedAct};
-use crate::candle::gguf::held_as_q8_panels;
+use crate::candle::gguf::{held_as_q8_panels, FileRows, GgufPart};
 use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{Mask, Proj, Weights};
 use crate::candle::runtime::kv_cache::StepLayout;
@@ -14,6 +14,12 @@ use crate::candle::weights::WeightFormat;
 use candle_core::quantized::{GgmlDType, QTensor, QuantizedType};
 use candle_core::{DType, Device, Result, Tensor};
 use std::sync::Arc;
+
+/// Where a GGUF part's rows are read from when it is packed.
+enum Source {
+    Held(Arc<QTensor>),
+    File(FileRows),
+}
 
 /// The batch-invariant f32 kernels of `cpu/`.
 #[derive(Debug, Clone, Copy)]
@@ -66,37 +72,48 @@ impl Kernels for CpuKernels {
     /// and Q3_K stay in their blocks, multiplied by candle's products.
     fn gguf_proj(
         &self,
-        parts: &[(usize, Arc<QTensor>)],
+        parts: &[GgufPart],
         inputs: usize,
         bias: Option<Tensor>,
         device: &Device,
         _activations: DType,
     ) -> Result<Proj> {
-        let widened = |dtype: DType| {
-            parts
-                .iter()
-                .map(|(_, t)| t.dequantize(device)?.to_dtype(dtype))
-                .collect::<Result<Vec<_>>>()
-        };
         if all_float(parts) {
-            let all_bf16 = parts.iter().all(|(_, t)| t.dtype() == GgmlDType::BF16);
+            let all_bf16 = parts.iter().all(|p| p.dtype() == GgmlDType::BF16);
             let (format, dtype) = if all_bf16 {
                 (WeightFormat::Bf16, DType::BF16)
             } else {
                 (WeightFormat::F32, DType::F32)
             };
-            let dense = widened(dtype)?;
+            let dense = parts
+                .iter()
+                .map(|p| p.tensor()?.dequantize(device)?.to_dtype(dtype))
+                .collect::<Result<Vec<_>>>()?;
             let refs: Vec<&Tensor> = dense.iter().collect();
             return self.proj(&refs, bias, format);
         }
-        if parts.iter().any(|(_, t)| held_as_q8_panels(t.dtype())) {
+        if parts.iter().any(|p| held_as_q8_panels(p.dtype())) {
             // The panels' integer products run ahead of candle's block products, and
             // for 4- and 5-bit types (scalar code in candle) by about 30 times. Each
-            // row is widened exactly and quantized to q8_0 as it is packed: one more
-            // rounding, at 8 bits, of 4- to 6-bit values (exact for Q8_0).
-            let tensors: Vec<&QTensor> = parts.iter().map(|(_, t)| t.as_ref()).collect();
+            // row is read from the file (or the blocks a table holds), widened exactly
+            // and quantized to q8_0 as it is packed: one more rounding, at 8 bits, of
+            // 4- to 6-bit values (exact for Q8_0).
+            let sources = parts
+                .iter()
+                .map(|p| match &p.held {
+                    Some(t) => Ok(Source::Held(t.clone())),
+                    None => p.file_rows().map(Source::File),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let rows: Vec<Rows> = sources
+                .iter()
+                .map(|s| match s {
+                    Source::Held(t) => Rows::Blocks(t),
+                    Source::File(f) => Rows::Source(f),
+                })
+                .collect();
             return Ok(Proj::Packed {
-                weight: PackedWeight::q8_0_of_blocks(&tensors)?,
+                weight: PackedWeight::q8_0_of_rows(&rows)?,
                 bias,
             });
         }
@@ -105,10 +122,10 @@ impl Kernels for CpuKernels {
         // (QMatMul's repacked kernels on the CPU choose by the batch's size).
         let blocks = parts
             .iter()
-            .map(|(out, t)| {
-                let data = t.data()?;
-                let b: Arc<dyn QuantizedType> = Arc::from(t.dtype().from_data(data));
-                Ok((*out, b))
+            .map(|p| {
+                let t = p.tensor()?;
+                let b: Arc<dyn QuantizedType> = Arc::from(t.dtype().from_data(t.data()?));
+                Ok((p.outputs, b))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Proj::Quantized {

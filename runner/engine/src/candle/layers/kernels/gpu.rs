@@ -6,14 +6,14 @@
 //! runs it only when a test rehearses the CUDA path.
 
 use crate::candle::cpu::GatedAct;
+use crate::candle::gguf::GgufPart;
 use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{apply_rope, Mask, Proj, Weights};
 use crate::candle::runtime::kv_cache::StepLayout;
 use crate::candle::weights::WeightFormat;
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::Linear;
-use std::sync::Arc;
 
 /// candle's ops, for CUDA.
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +46,7 @@ impl Kernels for GpuKernels {
     /// `QMatMul` per stacked part.
     fn gguf_proj(
         &self,
-        parts: &[(usize, Arc<QTensor>)],
+        parts: &[GgufPart],
         _inputs: usize,
         bias: Option<Tensor>,
         device: &Device,
@@ -55,14 +55,14 @@ impl Kernels for GpuKernels {
         if all_float(parts) {
             let dense = parts
                 .iter()
-                .map(|(_, t)| t.dequantize(device)?.to_dtype(activations))
+                .map(|p| p.tensor()?.dequantize(device)?.to_dtype(activations))
                 .collect::<Result<Vec<_>>>()?;
             let refs: Vec<&Tensor> = dense.iter().collect();
             return self.proj(&refs, bias, WeightFormat::Gguf);
         }
         let parts = parts
             .iter()
-            .map(|(_, t)| QMatMul::from_arc(t.clone()))
+            .map(|p| QMatMul::from_arc(p.tensor()?))
             .collect::<Result<Vec<_>>>()?;
         Ok(Proj::Device { parts, bias })
     }

@@ -13,14 +13,13 @@ mod cpu;
 pub(crate) mod gpu;
 
 use crate::candle::cpu::GatedAct;
+use crate::candle::gguf::GgufPart;
 use crate::candle::layers::{Mask, Proj, Weights};
 use crate::candle::runtime::kv_cache::StepLayout;
 use crate::candle::weights::WeightFormat;
-use candle_core::quantized::QTensor;
 use candle_core::{DType, Device, Result, Tensor};
 pub use cpu::CpuKernels;
 pub use gpu::GpuKernels;
-use std::sync::Arc;
 
 /// The query, key and value heads of an attention layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +42,11 @@ pub trait Kernels: std::fmt::Debug + Send + Sync {
     /// held in `format`.
     fn proj(&self, parts: &[&Tensor], bias: Option<Tensor>, format: WeightFormat) -> Result<Proj>;
 
-    /// A projection over a GGUF file's tensors, each `(outputs, tensor)` with `inputs`
-    /// columns, stacked in order; `device` and `activations` are the model's.
+    /// A projection over a GGUF file's tensors, each part with `inputs` columns,
+    /// stacked in order; `device` and `activations` are the model's.
     fn gguf_proj(
         &self,
-        parts: &[(usize, Arc<QTensor>)],
+        parts: &[GgufPart],
         inputs: usize,
         bias: Option<Tensor>,
         device: &Device,
@@ -105,11 +104,11 @@ pub trait Kernels: std::fmt::Debug + Send + Sync {
 
 /// Whether every part of a GGUF projection is stored as floats (F32, F16, BF16),
 /// which both sets widen and multiply as dense weights.
-pub(crate) fn all_float(parts: &[(usize, Arc<QTensor>)]) -> bool {
+pub(crate) fn all_float(parts: &[GgufPart]) -> bool {
     use candle_core::quantized::GgmlDType;
     parts
         .iter()
-        .all(|(_, t)| matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16))
+        .all(|p| matches!(p.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16))
 }
 
 /// The stacked product `y` (rows, new, (heads + 2 * kv_heads) * d) split into q, k and

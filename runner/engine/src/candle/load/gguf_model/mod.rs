@@ -41,16 +41,19 @@ impl Engine {
         let on_cpu = device.is_cpu();
         let blocks = header.tensor_bytes();
         // On the CPU the projections are held as q8_0 panels or as copies of their
-        // blocks (and a tied head is made from the table), while the file's tensors
-        // are held until the load ends.
+        // blocks, and a tied head is made from the table, whose rows are otherwise
+        // read from the file; the tensors are read one at a time, the largest twice
+        // over while it is converted. On a GPU every tensor is held as stored.
         let (panels, replaced) = header.q8_panels();
         let need = MemoryNeed {
             weights: if on_cpu {
-                blocks - replaced + panels + if read.tied { read.table_bytes } else { 0 }
+                blocks - replaced - read.table_blocks
+                    + panels
+                    + if read.tied { read.head_bytes } else { 0 }
             } else {
                 blocks
             },
-            load_peak: if on_cpu { blocks } else { 0 },
+            load_peak: 2 * header.largest_tensor_bytes(),
             kv_row: (kv_elems * MIN_CONTEXT * dtype.size_in_bytes()) as u64,
         };
         if let Some(available) = available_bytes(&device) {
@@ -118,13 +121,15 @@ fn bad_file(path: &Path, message: String) -> EngineError {
 }
 
 /// What the file's metadata says the model is: its config as an architecture of the
-/// engine reads it, whether the output head is the embedding table, and the bytes of
-/// that table as the CPU holds it as a head (q8_0 panels, or its blocks).
+/// engine reads it, whether the output head is the embedding table, and that table's
+/// bytes.
 struct FileConfig {
     config: Box<dyn registry::ModelConfig>,
     arch: &'static registry::Architecture,
     tied: bool,
-    table_bytes: u64,
+    /// The table's blocks, and the bytes a head made from it takes on the CPU.
+    table_blocks: u64,
+    head_bytes: u64,
 }
 
 impl FileConfig {
@@ -152,15 +157,18 @@ impl FileConfig {
         let config = (arch.parse)(&value.to_string())
             .map_err(|m| bad(format!("metadata as a config: {m}")))?;
         let n = embed.shape.elem_count();
-        let table_bytes = match crate::candle::gguf::held_as_q8_panels(embed.ggml_dtype) {
+        let table_blocks =
+            (n / embed.ggml_dtype.block_size() * embed.ggml_dtype.type_size()) as u64;
+        let head_bytes = match crate::candle::gguf::held_as_q8_panels(embed.ggml_dtype) {
             true => (n as u64).div_ceil(32) * 34,
-            false => (n / embed.ggml_dtype.block_size() * embed.ggml_dtype.type_size()) as u64,
+            false => table_blocks,
         };
         Ok(FileConfig {
             config,
             arch,
             tied,
-            table_bytes,
+            table_blocks,
+            head_bytes,
         })
     }
 }

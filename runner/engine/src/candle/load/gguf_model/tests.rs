@@ -450,3 +450,46 @@ fn unpermuting_undoes_llama_cpps_row_order() {
     assert_eq!(back, w.flatten_all().unwrap().to_vec1::<f32>().unwrap());
     assert!(unpermute_rows(&bytes, &[8, 3], 3).is_err());
 }
+
+#[test]
+fn a_tensors_rows_read_from_the_file_are_its_blocks_rows_in_hugging_faces_order() {
+    use crate::candle::cpu::quantized::RowSource;
+    use crate::candle::gguf::GgufHeader;
+    let (folder, dir) = fixture_pair(Arch::Llama, "file-rows", GgmlDType::Q8_0);
+    let path = dir.join("model.gguf");
+    let model = GgufHeader::read(&path).unwrap().load(&Device::Cpu).unwrap();
+    // q is stored with its rows interleaved per head, the table as it is.
+    for name in [
+        "blk.0.attn_q.weight",
+        "blk.1.attn_k.weight",
+        "token_embd.weight",
+    ] {
+        let whole = model
+            .read(name)
+            .unwrap()
+            .dequantize(&Device::Cpu)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        let rows = model.rows(name).unwrap();
+        assert_eq!(rows.dims(), (whole.len(), whole[0].len()), "{name}");
+        let mut row = vec![0f32; whole[0].len()];
+        for (r, want) in whole.iter().enumerate() {
+            rows.row_f32(r, &mut row).unwrap();
+            assert_eq!(&row, want, "{name} row {r}");
+        }
+    }
+    let table = model.rows("token_embd.weight").unwrap();
+    let vocab = table.dims().0 as u32;
+    let e = table.gather(&[1, vocab]).unwrap_err().to_string();
+    assert!(e.contains(&format!("token id {vocab} is outside")), "{e}");
+    // A file emptied after it was opened: the read names the file, tensor and row.
+    std::fs::write(&path, b"").unwrap();
+    let e = table.gather(&[vocab - 1]).unwrap_err().to_string();
+    assert!(
+        e.contains("model.gguf") && e.contains("token_embd.weight row"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(folder);
+    let _ = std::fs::remove_dir_all(dir);
+}
