@@ -73,21 +73,22 @@ impl PackedWeight {
     pub fn pack(parts: &[&Tensor], packing: Packing) -> Result<Self> {
         let k = parts.first().map_or(Ok(0), |p| p.dim(1))?;
         let n: usize = parts.iter().map(|p| p.dim(0)).sum::<Result<usize>>()?;
-        for part in parts {
-            if part.dim(1)? != k {
-                candle_core::bail!("stacked weights differ in depth: {k} and {}", part.dim(1)?);
-            }
-        }
         let panels = n.div_ceil(PANEL);
         let len = panels * k * PANEL;
         let mut store = match packing {
             Packing::F32 => Store::F32(Lines::zeroed(len)),
             Packing::Bf16 => Store::Bf16(Lines::zeroed(len)),
+            // Checks the depths itself, and widens each row only as it packs it.
             Packing::Q8_0 => {
                 let rows: Vec<Rows> = parts.iter().map(|p| Rows::Float(p)).collect();
-                Store::Q8(q8::pack(&rows, panels, k)?)
+                return Self::q8_0_of_rows(&rows);
             }
         };
+        for part in parts {
+            if part.dim(1)? != k {
+                candle_core::bail!("stacked weights differ in depth: {k} and {}", part.dim(1)?);
+            }
+        }
         let mut first = 0;
         for part in parts {
             let rows = part.dim(0)?;

@@ -309,10 +309,7 @@ impl GgufModel {
     /// The rows of the 2-D tensor the file stores under `gguf_name`, each read from the
     /// file (and dequantized) when asked for, on the CPU.
     pub fn rows(&self, gguf_name: &str) -> Result<FileRows, EngineError> {
-        let at = self
-            .tensors
-            .get(gguf_name)
-            .ok_or_else(|| self.bad(format!("no tensor {gguf_name}")))?;
+        let at = self.at(gguf_name)?;
         let fail = |m: String| self.bad(format!("tensor {gguf_name}: {m}"));
         let &[rows, k] = at.shape.dims() else {
             return Err(fail(format!(
@@ -340,10 +337,7 @@ impl GgufModel {
     /// Reads the tensor the file stores under `gguf_name` onto the load device: a
     /// fresh copy each time, held as long as the caller keeps it.
     pub fn read(&self, gguf_name: &str) -> Result<Arc<QTensor>, EngineError> {
-        let at = self
-            .tensors
-            .get(gguf_name)
-            .ok_or_else(|| self.bad(format!("no tensor {gguf_name}")))?;
+        let at = self.at(gguf_name)?;
         let fail = |m: String| self.bad(format!("tensor {gguf_name}: {m}"));
         let mut raw = vec![0u8; at.bytes as usize];
         std::fs::File::open(&self.path)
@@ -359,6 +353,13 @@ impl GgufModel {
             .and_then(|s| QTensor::new(s, at.shape.clone()))
             .map_err(|e| fail(e.to_string()))?;
         Ok(Arc::new(storage))
+    }
+
+    /// Where the file stores the tensor `gguf_name`, or the error naming it.
+    fn at(&self, gguf_name: &str) -> Result<&TensorAt, EngineError> {
+        self.tensors
+            .get(gguf_name)
+            .ok_or_else(|| self.bad(format!("no tensor {gguf_name}")))
     }
 
     /// The error for something wrong with this file.
@@ -427,15 +428,10 @@ impl FileRows {
     }
 
     /// Where row `r` (in Hugging Face's order) is stored: llama.cpp's converter
-    /// interleaved each head's q and k rows (see [`unpermute_rows`]).
+    /// interleaved each head's q and k rows (see [`interleaved_row`]).
     fn stored_row(&self, r: usize) -> usize {
         match self.heads {
-            Some(heads) => {
-                let d = self.rows / heads;
-                let (h, rem) = (r / d, r % d);
-                let (j, i) = (rem / (d / 2), rem % (d / 2));
-                h * d + 2 * i + j
-            }
+            Some(heads) => interleaved_row(r, self.rows, heads),
             None => r,
         }
     }
@@ -519,9 +515,16 @@ fn tensor_size(name: &str, t: GgmlDType, elements: usize) -> Result<u64, String>
     Ok((elements / block * t.type_size()) as u64)
 }
 
-/// Undoes llama.cpp's reordering of a q or k weight (outputs, inputs) of `heads` heads:
-/// its row `h*d + 2i + j` is Hugging Face's row `h*d + j*d/2 + i`. Rows are whole blocks,
-/// so the stored bytes move as they are.
+/// Where llama.cpp's converter stores Hugging Face's row `r` of a q or k weight of
+/// `rows` rows in `heads` heads of `d` rows: HF's row `h*d + j*d/2 + i` is its row
+/// `h*d + 2i + j` (each head's two rotary halves interleaved).
+fn interleaved_row(r: usize, rows: usize, heads: usize) -> usize {
+    let d = rows / heads;
+    let (h, rem) = (r / d, r % d);
+    let (j, i) = (rem / (d / 2), rem % (d / 2));
+    h * d + 2 * i + j
+}
+
 /// The rows of a (rows, k) tensor whose rows split into `heads` heads of an even size.
 fn check_heads(dims: &[usize], heads: usize) -> Result<usize, String> {
     let [rows, _] = dims else {
@@ -536,20 +539,15 @@ fn check_heads(dims: &[usize], heads: usize) -> Result<usize, String> {
     Ok(rows)
 }
 
+/// Undoes llama.cpp's reordering of a q or k weight (outputs, inputs) of `heads` heads
+/// (see [`interleaved_row`]). Rows are whole blocks, so the stored bytes move as they are.
 pub(crate) fn unpermute_rows(raw: &[u8], dims: &[usize], heads: usize) -> Result<Vec<u8>, String> {
     let rows = check_heads(dims, heads)?;
     let row_bytes = raw.len() / rows;
-    let d = rows / heads;
     let mut out = vec![0u8; raw.len()];
-    for h in 0..heads {
-        for i in 0..d / 2 {
-            for j in 0..2 {
-                let from = h * d + 2 * i + j;
-                let to = h * d + j * d / 2 + i;
-                out[to * row_bytes..(to + 1) * row_bytes]
-                    .copy_from_slice(&raw[from * row_bytes..(from + 1) * row_bytes]);
-            }
-        }
+    for (to, row) in out.chunks_exact_mut(row_bytes.max(1)).enumerate() {
+        let from = interleaved_row(to, rows, heads);
+        row.copy_from_slice(&raw[from * row_bytes..(from + 1) * row_bytes]);
     }
     Ok(out)
 }
