@@ -1,6 +1,7 @@
 //! Process-wide settings for inference on the CPU, made once by the binary before any
 //! other thread starts: candle's thread count read once, its element-wise pool kept
-//! from spinning, and freed memory kept for reuse.
+//! from spinning, and freed memory kept for reuse; and the call that hands freed
+//! memory back when a large cache is gone.
 
 /// Sets them all; call it first thing in `main`, before any thread exists (it sets
 /// environment variables, which is unsound while other threads read the environment).
@@ -57,5 +58,16 @@ fn keep_freed_memory() {
     unsafe {
         libc::mallopt(libc::M_TOP_PAD, 256 << 20);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    }
+}
+
+/// Hands the heap's freed memory back to the kernel: after a cache of hundreds of
+/// megabytes was freed, which [`keep_freed_memory`] would otherwise keep resident
+/// beside the memory that replaced it.
+pub fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free pages of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

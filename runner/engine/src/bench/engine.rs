@@ -90,6 +90,9 @@ pub struct EngineResult {
     pub prefill_s: f64,
     pub decode_s: f64,
     pub kv_cache_mib: f64,
+    /// The most resident memory of a run's prefill and decode (the process's high-water
+    /// mark, reset at each run's start where the kernel allows), weights included; the
+    /// cache maintenance timed after the decode is not in it.
     pub peak_rss_mib: Option<f64>,
     pub step_ms: StepMs,
     pub transfers_per_step: f64,
@@ -383,7 +386,7 @@ fn summarize(
         prefill_s,
         decode_s,
         kv_cache_mib: first.kv_bytes as f64 / MIB,
-        peak_rss_mib: peak_rss_mib(),
+        peak_rss_mib: peak_rss_mib(runs),
         step_ms: StepMs {
             forward: per_step_ms(&|t| t.breakdown.forward_s),
             transfer: per_step_ms(&|t| t.breakdown.choice.transfer_s),
@@ -399,6 +402,12 @@ fn summarize(
     }
 }
 
+/// The most resident memory of any of the runs, in MiB; `None` unless every run read it.
+fn peak_rss_mib(runs: &[BenchTimes]) -> Option<f64> {
+    let peaks: Option<Vec<u64>> = runs.iter().map(|t| t.peak_rss_bytes).collect();
+    Some(peaks?.into_iter().max()? as f64 / (1024.0 * 1024.0))
+}
+
 /// The median over the runs of an allocation figure per step; `None` unless every run
 /// counted its allocations.
 fn per_step_count(
@@ -411,14 +420,6 @@ fn per_step_count(
         .map(|t| t.breakdown.decode_allocs.as_ref().map(&figure))
         .collect();
     counts.map(|c| median(c.into_iter()) / steps)
-}
-
-/// Peak resident memory of this process so far, from the kernel's high-water mark.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }
 
 #[cfg(test)]
@@ -481,11 +482,28 @@ mod tests {
             prefill_s: 1.0,
             decode_s: 1.0,
             kv_bytes: 0,
+            peak_rss_bytes: None,
             breakdown: crate::candle::bench::BenchBreakdown {
                 decode_allocs: allocs.map(|(allocs, bytes)| AllocCount { allocs, bytes }),
                 ..Default::default()
             },
         }
+    }
+
+    #[test]
+    fn the_peak_rss_is_the_largest_runs_or_absent_if_a_run_has_none() {
+        let with = |peak| BenchTimes {
+            peak_rss_bytes: peak,
+            ..counted(None)
+        };
+        let runs = [
+            with(Some(3 << 20)),
+            with(Some(5 << 20)),
+            with(Some(4 << 20)),
+        ];
+        assert_eq!(peak_rss_mib(&runs), Some(5.0));
+        assert_eq!(peak_rss_mib(&[with(Some(1 << 20)), with(None)]), None);
+        assert_eq!(peak_rss_mib(&[]), None);
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl Engine {
     /// Logits of the last prompt token for each prompt, prefilled together with left
     /// padding; used by parity and batch-invariance tests.
     pub fn prompt_logits(&self, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EngineError> {
-        let (logits, _) = self.prefill(prompts)?;
+        let (logits, _) = self.prefill(prompts, 0)?;
         Ok(logits.to_vec2()?)
     }
 
@@ -219,10 +219,15 @@ impl Engine {
     }
 
     /// Prefills prompts in the groups the scheduler makes within the token budget and
-    /// joins their caches; the logits (prompts, vocab) stay on the device.
-    pub(crate) fn prefill(&self, prompts: &[Vec<u32>]) -> Result<(Tensor, KvCache), EngineError> {
+    /// joins their caches, with room for `room` slots after the longest prompt; the
+    /// logits (prompts, vocab) stay on the device.
+    pub(crate) fn prefill(
+        &self,
+        prompts: &[Vec<u32>],
+        room: usize,
+    ) -> Result<(Tensor, KvCache), EngineError> {
         let lens: Vec<usize> = prompts.iter().map(Vec::len).collect();
         let groups = self.policy().prefill_groups(&lens);
-        ModelRunner::new(self).prefill(prompts, &groups)
+        ModelRunner::new(self).prefill(prompts, &groups, room)
     }
 }

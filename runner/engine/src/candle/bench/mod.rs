@@ -3,6 +3,7 @@
 //! on any device.
 
 pub mod mixed;
+pub mod peak_rss;
 
 use crate::alloc_count::{self, AllocCount};
 use crate::candle::choice::nucleus;
@@ -29,6 +30,10 @@ pub struct BenchTimes {
     pub prefill_s: f64,
     pub decode_s: f64,
     pub kv_bytes: usize,
+    /// The process's peak resident bytes over the prefill and decode (where the kernel
+    /// lets the mark be reset at the run's start; else since the process started), not
+    /// counting the cache maintenance measured after them.
+    pub peak_rss_bytes: Option<u64>,
     pub breakdown: BenchBreakdown,
 }
 
@@ -62,9 +67,9 @@ impl Engine {
         new_tokens: usize,
         sampling: Sampling,
     ) -> Result<BenchTimes, EngineError> {
+        peak_rss::reset();
         let t0 = Instant::now();
-        let (mut logits, mut cache) = self.prefill(prompts)?;
-        cache.reserve(cache.slots() + new_tokens)?;
+        let (mut logits, mut cache) = self.prefill(prompts, new_tokens)?;
         self.device.synchronize()?;
         let prefill_s = t0.elapsed().as_secs_f64();
         let keys: Vec<StreamKey> = (0..prompts.len())
@@ -92,6 +97,7 @@ impl Engine {
             .zip(alloc_count::snapshot())
             .map(|(before, after)| after.since(before));
         let kv_bytes = cache.bytes();
+        let peak_rss_bytes = peak_rss::read();
         let half: Vec<usize> = (0..cache.rows()).step_by(2).collect();
         let mut gathered = cache.clone();
         let t = Instant::now();
@@ -108,6 +114,7 @@ impl Engine {
             prefill_s,
             decode_s,
             kv_bytes,
+            peak_rss_bytes,
             breakdown,
         })
     }

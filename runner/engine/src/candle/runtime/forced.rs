@@ -21,8 +21,7 @@ impl Engine {
         }
         let runner = ModelRunner::new(self);
         let whole = std::iter::once(0..1).collect::<Vec<_>>();
-        let (logits, mut cache) = runner.prefill(&[prompt.to_vec()], &whole)?;
-        cache.reserve(cache.slots() + forced.len())?;
+        let (logits, mut cache) = runner.prefill(&[prompt.to_vec()], &whole, forced.len())?;
         let mut chosen = vec![argmax(&logits.to_vec2::<f32>()?[0])];
         let mut times = PhaseTimes::default();
         for &token in &forced[..forced.len() - 1] {

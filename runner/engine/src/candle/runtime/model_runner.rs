@@ -77,13 +77,17 @@ impl<'e> ModelRunner<'e> {
     }
 
     /// Prefills `prompts` group by group (`groups` ranges of them, left-padded to the
-    /// group's longest) and joins the groups' caches; the logits of each prompt's last
-    /// token (prompts, vocab) stay on the device.
+    /// group's longest) and joins the groups' caches, with room for `room` more slots
+    /// after the longest prompt (made as the cache is first written or joined, not by
+    /// regrowing it after); the logits of each prompt's last token (prompts, vocab) stay
+    /// on the device.
     pub fn prefill(
         &self,
         prompts: &[Vec<u32>],
         groups: &[Range<usize>],
+        room: usize,
     ) -> Result<(Tensor, KvCache), EngineError> {
+        let slots = prompts.iter().map(Vec::len).max().unwrap_or(0) + room;
         let mut logits = Vec::with_capacity(prompts.len());
         let mut caches = Vec::new();
         for range in groups {
@@ -98,12 +102,15 @@ impl<'e> ModelRunner<'e> {
             }
             let tokens = Tensor::from_vec(ids, (group.len(), longest), self.device)?;
             let mut cache = KvCache::new(self.model.layers(), pad);
+            if groups.len() == 1 {
+                cache.reserve(slots)?;
+            }
             logits.push(self.model.forward(&tokens, &mut cache)?);
             caches.push(cache);
         }
         let cache = match caches.len() {
             1 => caches.pop().expect("one cache"),
-            _ => KvCache::join(caches)?,
+            _ => KvCache::join(caches, slots)?,
         };
         let logits = match logits.len() {
             1 => logits.pop().expect("one part"),

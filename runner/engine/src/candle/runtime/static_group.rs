@@ -73,7 +73,7 @@ fn start<'a>(
     let t0 = Instant::now();
     let total = prompts.iter().map(Vec::len).sum();
     engine.activity.prefilling(0, total);
-    let (prompt_logits, mut cache) = engine.prefill(prompts)?;
+    let (prompt_logits, mut cache) = engine.prefill(prompts, 0)?;
     engine.activity.prefilling(total, total);
     // Kernels run asynchronously on a GPU: the prefill ends when they do.
     runner.synchronize()?;

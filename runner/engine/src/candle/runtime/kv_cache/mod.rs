@@ -252,11 +252,12 @@ impl KvCache {
         Ok(())
     }
 
-    /// Stacks the rows of several caches of the same model into one, left-padding the
-    /// shorter ones with zero slots; each part's buffers are freed as soon as they are
-    /// copied (see [`KvCache::join_rows`]).
-    pub fn join(parts: Vec<KvCache>) -> Result<KvCache> {
-        let wanted = parts.iter().map(|c| c.wanted).max().unwrap_or(0);
+    /// Stacks the rows of several caches of the same model into one with room for
+    /// `room` slots (or what the parts reserved, if more), left-padding the shorter ones
+    /// with zero slots; each part's buffers are freed as soon as they are copied (see
+    /// [`KvCache::join_rows`]).
+    pub fn join(parts: Vec<KvCache>, room: usize) -> Result<KvCache> {
+        let wanted = parts.iter().map(|c| c.wanted).fold(room, usize::max);
         let all: Vec<Vec<usize>> = parts.iter().map(|c| (0..c.rows()).collect()).collect();
         let parts: Vec<(JoinPart, &[usize])> = parts
             .into_iter()
@@ -333,8 +334,12 @@ impl KvCache {
                 jv.inplace_op2(v, &place)?;
                 at += rows.len();
             }
-            for (c, _) in &mut parts {
-                c.release(l);
+            let freed: usize = parts.iter_mut().map(|(c, _)| c.release(l)).sum();
+            // The allocator keeps freed blocks resident for reuse (process.rs), and a
+            // prefill group's buffers sit in its heap: unless handed back now, the parts
+            // and the result would be resident whole at once after all.
+            if freed >= RETURN_FREED_BYTES {
+                crate::process::return_freed_memory();
             }
             out.push(joined);
         }
@@ -405,6 +410,10 @@ impl KvCache {
     }
 }
 
+/// Host bytes a join's layer must free before they are handed back to the kernel at
+/// once: a prefill group's layer is megabytes, a decode step's allocations fewer.
+const RETURN_FREED_BYTES: usize = 16 << 20;
+
 /// A cache a join copies rows from: one it frees layer by layer as it goes (a prefill
 /// group's, the running batch's, which the join replaces), or one it only reads (a
 /// newcomer's prompt cache, which its owner keeps).
@@ -421,10 +430,15 @@ impl JoinPart<'_> {
         }
     }
 
-    /// Frees an owned part's buffers of layer `l` (the last reference to them).
-    fn release(&mut self, l: usize) {
-        if let JoinPart::Owned(c) = self {
-            c.layers[l] = None;
+    /// Frees an owned part's buffers of layer `l` (the last reference to them); returns
+    /// the host bytes freed (none for a shared part or device memory).
+    fn release(&mut self, l: usize) -> usize {
+        let JoinPart::Owned(c) = self else { return 0 };
+        match c.layers[l].take() {
+            Some((k, v)) if k.device().is_cpu() => {
+                (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()
+            }
+            _ => 0,
         }
     }
 }

@@ -121,7 +121,10 @@ fn select_copies_the_used_slots_of_the_chosen_rows_in_order() -> Result<()> {
 
 #[test]
 fn join_left_pads_the_shorter_group() -> Result<()> {
-    let c = KvCache::join(vec![filled(vec![0], 3, 1.0)?, filled(vec![0, 1], 5, 2.0)?])?;
+    let c = KvCache::join(
+        vec![filled(vec![0], 3, 1.0)?, filled(vec![0, 1], 5, 2.0)?],
+        0,
+    )?;
     assert_eq!(c.pad(), &[2, 0, 1]);
     assert_eq!(c.lengths(), vec![3, 5, 4]);
     let k = c.layers[0]
@@ -317,7 +320,7 @@ fn a_join_frees_each_part_as_it_copies_so_its_peak_is_the_plans() -> Result<()> 
         sized(layers, 8, 50, 50)?,
     ];
     let owned: usize = parts.iter().map(KvCache::bytes).sum();
-    let (joined, above) = peak::measure(|| KvCache::join(parts));
+    let (joined, above) = peak::measure(|| KvCache::join(parts, 0));
     let joined = joined?;
     // The parts were alive when the join began.
     let peak = owned + above;
