@@ -254,7 +254,9 @@ def print_tables(rows, sides, batches):
         cells = [get[(b, s)]["peak_rss_mib"] for s in sides]
         print(f"| {b} | " + " | ".join("-" if c is None else f"{c:.0f}" for c in cells) + " |")
     print()
-    print("Peak RSS: the process's peak up to that batch size, in the first round.")
+    print("Peak RSS, first round: the engine's over that batch size's prefill and decode "
+          "(`runner bench` resets the process's mark before each run); a peer's, its "
+          "process's peak up to that batch size.")
     lo, hi = batches[0], batches[-1]
     if hi != lo:
         for name in sides:

@@ -12,8 +12,18 @@ token ids (`runner generate --teacher-forced`, its own GGUF tokenizer and the ch
 template it uses for the file); llama.cpp decodes 128 greedy tokens from those ids; the
 runner is fed llama.cpp's continuation and says its greedy token at every position. The
 table gives how often the two agree: the weights are the same blocks, so what differs is
-arithmetic (llama.cpp quantizes activations to q8 for its integer dot products, the
-runner does not). Both sides keep an f32 KV cache.
+arithmetic (the runner holds 4- to 6-bit blocks as q8_0 panels and quantizes activations
+per row in blocks of 32; llama.cpp multiplies the blocks as stored, with activations
+quantized to q8_0, q8_1 or q8_K). Both sides keep an f32 KV cache.
+
+    python3 scripts/gguf_agreement.py --gguf FILE.gguf --transformers REF.json [--prompts 24]
+
+instead measures llama.cpp against transformers, the peers against each other: REF.json
+is the real-checkpoint test's reference (runner/cli/tests/data/real/MODEL.json:
+transformers' f32 greedy continuations on the folder dequantized from the same file), and
+llama.cpp is fed each continuation and says its greedy token at every position, over the
+same prompts the test takes (the first N with a task), so that the figure stands beside
+the runner's against transformers.
 """
 
 import argparse
@@ -28,7 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_llamacpp as bl  # noqa: E402
 from bench_llamacpp import lc  # noqa: E402
-from llamacpp_agreement import greedy  # noqa: E402
+from llamacpp_agreement import greedy, logits_at  # noqa: E402
 
 TASKS = ["belief", "contradiction", "action", "explanation"]
 CONDITIONS = ["full_graph", "graph_without_relations", "canonical_json", "structured_list"]
@@ -62,8 +72,11 @@ def main():
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--transformers", help="measure llama.cpp against this reference instead")
     args = ap.parse_args()
     peer = bl.Peer(args.gguf, args.threads, True, "f32", "GGUF")
+    if args.transformers:
+        return against_transformers(peer, args)
     agree = total = 0
     worst = []
     with tempfile.TemporaryDirectory() as work:
@@ -83,6 +96,25 @@ def main():
     low = min(worst)
     print(f"| {os.path.basename(args.gguf)} | {args.prompts} | {total} | {agree} | "
           f"{100 * agree / total:.2f} | {100 * low[0]:.1f}% ({low[2]} tokens) |")
+
+
+def against_transformers(peer, args):
+    """llama.cpp teacher-forced along transformers' greedy continuations."""
+    ref = json.load(open(args.transformers))
+    cases = [c for c in ref["cases"] if c.get("task")][: args.prompts]
+    agree = total = 0
+    for case in cases:
+        ids, forced = case["prompt_ids"], case["greedy"]
+        ctx, batch = peer.context(1, len(ids) + len(forced))
+        got = logits_at(peer, ctx, batch, ids + forced, len(ids))[: len(forced)]
+        same = sum(a == b for a, b in zip(got, forced))
+        agree += same
+        total += len(forced)
+        print(f"  {case['name']}: {same}/{len(forced)}", file=sys.stderr, flush=True)
+    print("| GGUF file | prompts | positions | llama.cpp's greedy token = transformers' | % |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| {os.path.basename(args.gguf)} | {len(cases)} | {total} | {agree} | "
+          f"{100 * agree / total:.2f} |")
 
 
 if __name__ == "__main__":
