@@ -19,6 +19,7 @@ pub mod finish;
 pub mod folder_name;
 pub mod id;
 pub mod panel;
+pub mod peak_rss;
 pub mod process;
 pub mod resolve;
 pub mod served;

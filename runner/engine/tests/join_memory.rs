@@ -5,24 +5,14 @@
 
 use candle_core::{DType, Device, Tensor};
 use runner_engine::candle::runtime::kv_cache::KvCache;
+use runner_engine::peak_rss;
 
 const MIB: u64 = 1 << 20;
-
-/// A field of /proc/self/status in bytes (VmRSS: resident now; VmHWM: the peak).
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
 
 #[test]
 fn a_join_leaves_the_joined_cache_resident_not_the_parts_beside_it() {
     runner_engine::process::tune();
-    if std::fs::write("/proc/self/clear_refs", "5").is_err() {
+    if !peak_rss::reset() {
         eprintln!("skipped: the kernel does not let the peak be reset");
         return;
     }
@@ -45,13 +35,13 @@ fn a_join_leaves_the_joined_cache_resident_not_the_parts_beside_it() {
     }
     let owned: u64 = parts.iter().map(|c| c.bytes() as u64).sum();
     assert_eq!(owned, 512 * MIB);
-    let before = status_bytes("VmRSS:");
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = peak_rss::resident().expect("VmRSS");
+    assert!(peak_rss::reset());
 
     let joined = KvCache::join(parts, 0).unwrap();
 
-    let after = status_bytes("VmRSS:");
-    let peak = status_bytes("VmHWM:");
+    let after = peak_rss::resident().expect("VmRSS");
+    let peak = peak_rss::read().expect("VmHWM");
     assert_eq!(joined.bytes() as u64, owned);
     assert_eq!(joined.rows(), 2 * groups);
     // Had the parts' freed blocks stayed resident, `after` would be `before` plus the

@@ -3,13 +3,13 @@
 //! on any device.
 
 pub mod mixed;
-pub mod peak_rss;
 
 use crate::alloc_count::{self, AllocCount};
 use crate::candle::choice::nucleus;
 use crate::candle::choice::sampler::{self, StreamKey};
 use crate::candle::choice::step::{self, ChoiceStats, Reads};
 use crate::candle::Engine;
+use crate::peak_rss;
 use crate::{EngineError, RequestId, Sampling};
 
 /// The sampling `runner bench --sampling protocol` measures: the benchmark protocol's

@@ -1,5 +1,6 @@
 //! The process's peak resident memory over one stretch of work, from the kernel's
-//! high-water mark (`VmHWM`), which Linux lets a process lower back to what it holds now.
+//! high-water mark (`VmHWM`), which Linux lets a process lower back to what it holds
+//! now: `runner bench`'s figure per run, and the memory tests'.
 
 /// Lowers the high-water mark to the memory resident now, so that the next reading is
 /// the peak since this call; false where the kernel does not allow it (the reading is
@@ -11,8 +12,18 @@ pub fn reset() -> bool {
 
 /// Bytes of the peak resident memory since the process started or since [`reset`].
 pub fn read() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// Bytes resident now.
+pub fn resident() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A size field of /proc/self/status (in kB there) in bytes.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
