@@ -1,8 +1,8 @@
-//! `--dtype` and `--quantization`: the format a model's weights are loaded in, shared by
-//! every command that loads a model.
+//! `--dtype`, `--quantization` and `--kv-cache`: the formats a model's weights and its
+//! key/value cache are held in, shared by every command that loads a model.
 
 use clap::Args;
-use runner_engine::candle::weights::{DTypeChoice, LoadOptions, Quantization};
+use runner_engine::candle::weights::{DTypeChoice, KvCacheFormat, LoadOptions, Quantization};
 
 #[derive(Args, Debug, Clone)]
 pub struct WeightArgs {
@@ -14,6 +14,11 @@ pub struct WeightArgs {
     /// q4k (about a quarter). Part of the run's identity.
     #[arg(long)]
     pub quantization: Option<Quantization>,
+    /// The CPU's key/value cache: auto (the activations' f32) or f16, which halves its
+    /// memory and the bytes each decode step reads, rounding keys and values as
+    /// llama.cpp's default cache does. Part of the run's identity.
+    #[arg(long, default_value = "auto")]
+    pub kv_cache: KvCacheFormat,
 }
 
 impl WeightArgs {
@@ -21,6 +26,7 @@ impl WeightArgs {
         LoadOptions {
             dtype: self.dtype,
             quantization: self.quantization,
+            kv_cache: self.kv_cache,
             ..Default::default()
         }
     }

@@ -5,11 +5,11 @@
 //! or in chunks (joining the batch while other rows decode), the requests in another
 //! order, and a resume that decodes half of the requests in one call and the rest in
 //! another. For every weight format: f32, bf16 and q8_0 through the packed products,
-//! q4_K through candle's quantized ones.
+//! q4_K through candle's quantized ones; and with an f16 key/value cache.
 
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use runner_engine::candle::load::hub::ModelFiles;
-use runner_engine::candle::weights::{DTypeChoice, LoadOptions, Quantization};
+use runner_engine::candle::weights::{DTypeChoice, KvCacheFormat, LoadOptions, Quantization};
 use runner_engine::candle::{BatchLimits, Engine, Refill};
 use runner_engine::{Backend, FinishReason, Prompt, Request, RequestId, Sample, Sampling};
 use std::collections::HashMap;
@@ -260,4 +260,45 @@ fn gemma3_q4k_rows_are_bit_identical_across_groupings_orders_and_resumes() {
         ..Default::default()
     };
     check_format(Arch::Gemma3, Size::Small, "gemma3-q4k", q4k);
+}
+
+#[test]
+fn gemma3_f16_cache_rows_are_bit_identical_across_groupings_orders_and_resumes() {
+    let f16 = LoadOptions {
+        kv_cache: KvCacheFormat::F16,
+        ..Default::default()
+    };
+    check_format(Arch::Gemma3, Size::Small, "gemma3-f16-cache", f16);
+}
+
+#[test]
+fn an_f16_cache_is_in_the_runs_identity_and_the_engines_description() {
+    use runner_engine::candle::load::open::{open, LocalOptions};
+    use runner_engine::candle::DeviceChoice;
+    let dir = std::env::temp_dir().join(format!("engine-kv-identity-{}", std::process::id()));
+    write_fixture(Arch::Llama, Size::Tiny, &dir).unwrap();
+    let panel =
+        runner_engine::panel::Panel::load(&crate::common::repo_root().join("models.toml")).unwrap();
+    let loaded = |kv_cache| {
+        let opts = LocalOptions {
+            device: DeviceChoice::Cpu,
+            load: LoadOptions {
+                kv_cache,
+                ..Default::default()
+            },
+            max_batch: None,
+            panel: &panel,
+            chat_template: None,
+        };
+        open(dir.to_str().unwrap(), &[], 4, &opts)
+            .unwrap()
+            .expect("a model folder")
+    };
+    let f32 = loaded(KvCacheFormat::Auto);
+    assert!(f32.identity.get("kv_cache").is_none(), "{}", f32.identity);
+    let f16 = loaded(KvCacheFormat::F16);
+    assert_eq!(f16.identity["kv_cache"], "f16");
+    let backend = f16.context["backend"].as_str().unwrap().to_string();
+    assert!(backend.contains("f16 key/value cache"), "{backend}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

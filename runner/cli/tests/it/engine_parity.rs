@@ -76,6 +76,7 @@ fn load(
         dtype,
         quantization: None,
         rehearse_gpu: kernels == Kernels::Gpu,
+        ..Default::default()
     };
     Engine::load_with(
         &ModelFiles::from_dir(dir).unwrap(),

@@ -2,7 +2,8 @@
 //! dequantized from, scripts/real_models_convert.py), run in their stored blocks:
 //! teacher-forced on transformers' greedy continuation of real CREG prompts (the
 //! reference of parity.rs, made from the same weights dequantized to f32), each greedy
-//! choice is compared with transformers'; a sample's tokens do not depend on the batch;
+//! choice is compared with transformers' (with the f32 cache, and with `--kv-cache f16`);
+//! a sample's tokens do not depend on the batch, with either cache;
 //! `runner generate` takes the file as `--model`, and a `[gguf]` entry of a panel file
 //! runs the pinned file and refuses another.
 //!
@@ -12,7 +13,7 @@
 
 use crate::{real, reference, runner_exe, scratch, GEMMA3, SMOLLM2};
 use runner_engine::candle::load::hub::ModelFiles;
-use runner_engine::candle::weights::WeightFormat;
+use runner_engine::candle::weights::{KvCacheFormat, LoadOptions, WeightFormat};
 use runner_engine::candle::{BatchLimits, Engine};
 use runner_engine::{Backend, Request, RequestId, Sampling};
 use std::path::{Path, PathBuf};
@@ -40,14 +41,21 @@ fn gguf_folder(model: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
-fn load(dir: &Path) -> Engine {
-    let engine = Engine::load(
+fn load(dir: &Path, kv_cache: KvCacheFormat) -> Engine {
+    let options = LoadOptions {
+        kv_cache,
+        ..Default::default()
+    };
+    let engine = Engine::load_with(
         &ModelFiles::from_dir(dir).unwrap(),
         candle_core::Device::Cpu,
         "gguf",
+        options,
     )
     .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
     assert_eq!(engine.weight_format(), WeightFormat::Gguf);
+    let kv = kv_cache.dtype(candle_core::DType::F32);
+    assert_eq!(engine.kv_dtype(), kv);
     engine
 }
 
@@ -59,10 +67,10 @@ fn prompts() -> usize {
 }
 
 /// Teacher-forced positions whose greedy choice is transformers', and positions.
-fn agreement(model: &str) -> Option<(usize, usize)> {
+fn agreement(model: &str, kv_cache: KvCacheFormat) -> Option<(usize, usize)> {
     let dir = gguf_folder(model)?;
     let reference = reference(model);
-    let engine = load(&dir);
+    let engine = load(&dir, kv_cache);
     let (mut agree, mut total) = (0, 0);
     for case in reference
         .cases
@@ -81,8 +89,8 @@ fn agreement(model: &str) -> Option<(usize, usize)> {
         total += case.greedy.len();
     }
     println!(
-        "{model} GGUF: {agree} of {total} teacher-forced positions agree with transformers' \
-         f32 greedy tokens ({:.2}%)",
+        "{model} GGUF, {kv_cache:?} cache: {agree} of {total} teacher-forced positions agree \
+         with transformers' f32 greedy tokens ({:.2}%)",
         100.0 * agree as f64 / total as f64
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -102,12 +110,22 @@ fn at_least(found: Option<(usize, usize)>, floor: f64) {
 
 #[test]
 fn smollm2_q4_1_gguf_picks_transformers_greedy_tokens() {
-    at_least(agreement(SMOLLM2), FLOOR);
+    at_least(agreement(SMOLLM2, KvCacheFormat::Auto), FLOOR);
 }
 
 #[test]
 fn gemma3_q4_k_m_gguf_picks_transformers_greedy_tokens() {
-    at_least(agreement(GEMMA3), FLOOR);
+    at_least(agreement(GEMMA3, KvCacheFormat::Auto), FLOOR);
+}
+
+#[test]
+fn smollm2_q4_1_gguf_with_an_f16_cache_picks_transformers_greedy_tokens() {
+    at_least(agreement(SMOLLM2, KvCacheFormat::F16), FLOOR);
+}
+
+#[test]
+fn gemma3_q4_k_m_gguf_with_an_f16_cache_picks_transformers_greedy_tokens() {
+    at_least(agreement(GEMMA3, KvCacheFormat::F16), FLOOR);
 }
 
 /// Below what 24 prompts x 128 tokens measured (docs/gguf.md), by a margin for the
@@ -116,6 +134,15 @@ const FLOOR: f64 = 0.97;
 
 #[test]
 fn a_gguf_samples_tokens_are_the_same_alone_and_in_a_batch_of_8() {
+    invariant_in_a_batch_of_8(KvCacheFormat::Auto);
+}
+
+#[test]
+fn with_an_f16_cache_a_samples_tokens_are_the_same_alone_and_in_a_batch_of_8() {
+    invariant_in_a_batch_of_8(KvCacheFormat::F16);
+}
+
+fn invariant_in_a_batch_of_8(kv_cache: KvCacheFormat) {
     let Some(dir) = gguf_folder(SMOLLM2) else {
         return;
     };
@@ -139,7 +166,7 @@ fn a_gguf_samples_tokens_are_the_same_alone_and_in_a_batch_of_8() {
         })
         .collect();
     assert_eq!(requests.len(), 8);
-    let mut engine = load(&dir);
+    let mut engine = load(&dir, kv_cache);
     let limits = engine.limits();
     engine = engine.with_limits(BatchLimits {
         max_rows: 8,

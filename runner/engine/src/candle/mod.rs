@@ -59,6 +59,8 @@ pub struct Engine {
     eos: Vec<u32>,
     device: Device,
     dtype: DType,
+    /// What the key/value cache holds (`--kv-cache`).
+    kv_dtype: DType,
     weights: crate::candle::weights::WeightFormat,
     limits: BatchLimits,
     batching: Batching,
@@ -176,6 +178,11 @@ impl Engine {
 
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// The dtype the key/value cache holds keys and values in.
+    pub fn kv_dtype(&self) -> DType {
+        self.kv_dtype
     }
 
     /// The format the linear layers' weights are held in.

@@ -102,11 +102,45 @@ impl std::str::FromStr for Quantization {
     }
 }
 
+/// `--kv-cache`: what the CPU's key/value cache holds keys and values in. f16 halves
+/// the bytes a decode step reads from it (a long prompt's attention reads the whole
+/// cache at every step), and rounds every key and value to f16 as llama.cpp's default
+/// cache does; the attention still computes in f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvCacheFormat {
+    /// The activations' own dtype.
+    #[default]
+    Auto,
+    F16,
+}
+
+impl KvCacheFormat {
+    /// The dtype the cache holds for activations in `activations`.
+    pub fn dtype(self, activations: DType) -> DType {
+        match self {
+            KvCacheFormat::Auto => activations,
+            KvCacheFormat::F16 => DType::F16,
+        }
+    }
+}
+
+impl std::str::FromStr for KvCacheFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(KvCacheFormat::Auto),
+            "f16" | "float16" => Ok(KvCacheFormat::F16),
+            _ => Err(format!("unknown key/value cache format {s:?} (auto, f16)")),
+        }
+    }
+}
+
 /// How to load a model's weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoadOptions {
     pub dtype: DTypeChoice,
     pub quantization: Option<Quantization>,
+    pub kv_cache: KvCacheFormat,
     /// Test hook: load as for a GPU (its dtypes, its kernel set of candle's ops) on
     /// whatever device this is, so that the CPU runs the CUDA path's code.
     pub rehearse_gpu: bool,
@@ -129,6 +163,11 @@ impl LoadOptions {
                         Quantization::Q4K => "q4k",
                     }
                 )));
+            }
+            if self.kv_cache == KvCacheFormat::F16 {
+                return Err(EngineError::Model(
+                    "--kv-cache f16 runs on the CPU only; on a GPU the cache holds the activations' dtype (bf16 by default)".into(),
+                ));
             }
             return Ok(match self.dtype {
                 DTypeChoice::F32 => (DType::F32, WeightFormat::F32),
@@ -185,6 +224,19 @@ mod tests {
             .parse::<DTypeChoice>()
             .unwrap_err()
             .contains("auto, f32, bf16"));
+        assert!("bf16"
+            .parse::<KvCacheFormat>()
+            .unwrap_err()
+            .contains("auto, f16"));
+        assert_eq!(KvCacheFormat::F16.dtype(DType::F32), DType::F16);
+        assert_eq!(KvCacheFormat::Auto.dtype(DType::F32), DType::F32);
+        let on_gpu = LoadOptions {
+            kv_cache: KvCacheFormat::F16,
+            rehearse_gpu: true,
+            ..Default::default()
+        };
+        let err = on_gpu.resolve(&cpu, DType::BF16).unwrap_err().to_string();
+        assert!(err.contains("--kv-cache f16 runs on the CPU only"), "{err}");
         assert!("q4_0"
             .parse::<Quantization>()
             .unwrap_err()

@@ -9,6 +9,9 @@
 //! query over its own span only (with a vectorised `exp`), and multiplies by the
 //! values with a second product, writing straight into the output.
 //!
+//! Keys and values are read where the cache holds them, in f32 or f16 (`--kv-cache
+//! f16`, widened exactly as they are loaded).
+//!
 //! The products are `products`' fused AVX-512 / AVX2 / scalar kernels (QK^T, the
 //! softmax and PV per tile of stacked query rows) when the head dimension is a whole
 //! number of 16-float vectors, and the `gemm` crate's (`gemm`) otherwise.
@@ -23,9 +26,10 @@
 
 use crate::candle::cpu::vectorised::exp_shifted;
 use crate::candle::runtime::kv_cache::StepLayout;
-use candle_core::{bail, Result, Storage, Tensor};
+use candle_core::{bail, DType, Result, Storage, Tensor};
 use gemm::{product_pv, product_qk};
-use products::{Isa, Stacked, PANEL};
+use half::f16;
+use products::{CacheElem, Isa, Keys, Stacked, PANEL};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -43,19 +47,24 @@ fn block_len(group: usize) -> usize {
     1 << (usize::BITS - 1 - len.leading_zeros())
 }
 
-/// A tensor's f32 data on the CPU with its element offset and strides.
-struct View<'a> {
-    data: &'a [f32],
+/// A tensor's data on the CPU (f32, or a cache's f16) with its element offset and
+/// strides.
+struct View<'a, E = f32> {
+    data: &'a [E],
     offset: usize,
     stride: [usize; 4],
 }
 
 /// Reads (rows, heads, slots, d) through any strides whose last one is 1.
-fn view<'a>(storage: &'a Storage, t: &Tensor, name: &str) -> Result<View<'a>> {
+fn view<'a, E: CacheElem + candle_core::WithDType>(
+    storage: &'a Storage,
+    t: &Tensor,
+    name: &str,
+) -> Result<View<'a, E>> {
     let Storage::Cpu(cpu) = storage else {
         bail!("cpu attention: {name} is not on the CPU")
     };
-    let data = cpu.as_slice::<f32>()?;
+    let data = cpu.as_slice::<E>()?;
     let layout = t.layout();
     let s = layout.stride();
     if s.len() != 4 || s[3] != 1 {
@@ -68,7 +77,16 @@ fn view<'a>(storage: &'a Storage, t: &Tensor, name: &str) -> Result<View<'a>> {
     })
 }
 
-impl View<'_> {
+impl<E: CacheElem> View<'_, E> {
+    /// The same view as f32, where its data is.
+    fn as_f32(&self) -> Option<View<'_>> {
+        Some(View {
+            data: E::as_f32(self.data)?,
+            offset: self.offset,
+            stride: self.stride,
+        })
+    }
+
     fn at(&self, row: usize, head: usize, slot: usize) -> usize {
         self.offset + row * self.stride[0] + head * self.stride[1] + slot * self.stride[2]
     }
@@ -115,6 +133,31 @@ pub fn attention(
     if rows != layout.rows() || new != layout.new || slots != layout.past + layout.new {
         bail!("cpu attention: tensors do not match the step layout");
     }
+    let fused = d.is_multiple_of(PANEL);
+    match (k.dtype(), v.dtype()) {
+        (DType::F32, DType::F32) => attend_all::<f32>(q, k, v, layout, window, scale, fused),
+        // The `gemm` crate's products read f32: an f16 cache is widened for them.
+        (DType::F16, DType::F16) if !fused => {
+            let (k, v) = (k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
+            attend_all::<f32>(q, &k, &v, layout, window, scale, fused)
+        }
+        (DType::F16, DType::F16) => attend_all::<f16>(q, k, v, layout, window, scale, fused),
+        (kt, vt) => bail!("cpu attention: a key/value cache of {kt:?}/{vt:?}"),
+    }
+}
+
+/// [`attention`] over a cache of `E`, its shapes checked.
+fn attend_all<E: CacheElem + candle_core::WithDType>(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    layout: &StepLayout,
+    window: Option<usize>,
+    scale: f32,
+    fused: bool,
+) -> Result<Tensor> {
+    let (rows, heads, new, d) = q.dims4()?;
+    let kv_heads = k.dim(1)?;
     let q = q.contiguous()?;
     let (qs, _) = q.storage_and_layout();
     let (ks, _) = k.storage_and_layout();
@@ -126,16 +169,16 @@ pub fn attention(
         scale,
     };
     let (qv, kv, vv) = (
-        view(&qs, &q, "queries")?,
-        view(&ks, k, "keys")?,
-        view(&vs, v, "values")?,
+        view::<f32>(&qs, &q, "queries")?,
+        view::<E>(&ks, k, "keys")?,
+        view::<E>(&vs, v, "values")?,
     );
     let mut out = vec![0f32; rows * new * heads * d];
     let at = Step {
         layout,
         window,
         isa: products::best_isa(),
-        fused: d.is_multiple_of(PANEL),
+        fused,
     };
     if new == 1 {
         // Decoding: one query per row; each task is one row's group of query heads
@@ -226,11 +269,11 @@ thread_local! {
 /// products, each output's bits are those a prefill gives the same query (the
 /// scheduler may prefill a prompt's last token as a decode step).
 #[allow(clippy::too_many_arguments)]
-fn decode_group(
+fn decode_group<E: CacheElem>(
     s: &Shape,
     q: &View,
-    k: &View,
-    v: &View,
+    k: &View<E>,
+    v: &View<E>,
     at: &Step,
     b: usize,
     h: usize,
@@ -248,11 +291,12 @@ fn decode_group(
             x.spans.clear();
             x.spans.resize(group, (lo, hi));
             x.sums.resize(group, 0.0);
-            let keys = &k.data[k.at(b, h, 0)..];
-            products::pack_keys(at.isa, &mut x.keys, keys, k.stride[2], s.d, (lo, hi));
             let stacked = Stacked {
                 queries,
-                keys: &x.keys,
+                keys: Keys::Rows {
+                    keys: &k.data[k.at(b, h, 0)..],
+                    k_rs: k.stride[2],
+                },
                 values: &v.data[v.at(b, h, 0)..],
                 v_rs: v.stride[2],
                 d: s.d,
@@ -263,6 +307,9 @@ fn decode_group(
             };
             products::attend(at.isa, &stacked, &mut x.scores, dst, &mut x.sums);
         } else {
+            let (Some(k), Some(v)) = (k.as_f32(), v.as_f32()) else {
+                unreachable!("`attention` widens an f16 cache for the gemm crate's products")
+            };
             x.scores.resize(group * n, 0.0);
             // SAFETY: the query rows are heads h*group.. of row b; the keys and values
             // are slots lo..=hi of key head h, inside the viewed tensors; `scores`
@@ -316,11 +363,11 @@ fn normalised(e: f32, inv: f32) -> f32 {
 /// nearly the same span), and each key and value span is read once per block rather
 /// than once per query head.
 #[allow(clippy::too_many_arguments)]
-fn prefill_block(
+fn prefill_block<E: CacheElem>(
     s: &Shape,
     q: &View,
-    k: &View,
-    v: &View,
+    k: &View<E>,
+    v: &View<E>,
     at: &Step,
     b: usize,
     i0: usize,
@@ -358,7 +405,7 @@ fn prefill_block(
                 products::pack_keys(at.isa, &mut x.keys, keys, k.stride[2], d, (lo, hi));
                 let stacked = Stacked {
                     queries: &x.queries,
-                    keys: &x.keys,
+                    keys: Keys::Packed(&x.keys),
                     values: &v.data[v.at(b, h, 0)..],
                     v_rs: v.stride[2],
                     d,
@@ -369,7 +416,10 @@ fn prefill_block(
                 };
                 products::attend(at.isa, &stacked, &mut x.scores, &mut x.out, &mut x.sums);
             } else {
-                gemm_block(x, s, k, v, &blk, h);
+                let (Some(k), Some(v)) = (k.as_f32(), v.as_f32()) else {
+                    unreachable!("`attention` widens an f16 cache for the gemm crate's products")
+                };
+                gemm_block(x, s, &k, &v, &blk, h);
             }
             write_normalised(x, &blk, h, group, s, dst);
         }
@@ -422,9 +472,9 @@ struct QueryBlock {
 
 /// Padding queries `queries` of row b: each head's output is its own value, so that
 /// nothing undefined is written (nothing reads it).
-fn copy_own_values(
+fn copy_own_values<E: CacheElem>(
     s: &Shape,
-    v: &View,
+    v: &View<E>,
     layout: &StepLayout,
     b: usize,
     queries: std::ops::Range<usize>,
@@ -436,8 +486,10 @@ fn copy_own_values(
     for i in queries {
         for hq in 0..s.heads {
             let from = v.at(b, hq / group, layout.past + i);
-            dst[(i - i0) * per_query + hq * s.d..][..s.d]
-                .copy_from_slice(&v.data[from..from + s.d]);
+            let to = &mut dst[(i - i0) * per_query + hq * s.d..][..s.d];
+            for (t, e) in to.iter_mut().zip(&v.data[from..from + s.d]) {
+                *t = e.to_f32();
+            }
         }
     }
 }
@@ -496,5 +548,7 @@ fn write_normalised(
 mod gemm;
 mod products;
 
+#[cfg(test)]
+mod f16_cache_tests;
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,8 @@ pub(crate) trait Lanes: Copy {
     fn zero() -> Self;
     unsafe fn load(p: *const f32) -> Self;
     unsafe fn load_bf16(p: *const u16) -> Self;
+    /// 16 IEEE half-precision values, each widened exactly.
+    unsafe fn load_f16(p: *const u16) -> Self;
     /// `self + x * w`, rounded once per lane.
     fn fma(self, x: f32, w: Self) -> Self;
     unsafe fn store(self, p: *mut f32);
@@ -32,6 +34,11 @@ impl Lanes for Scalar {
     unsafe fn load_bf16(p: *const u16) -> Self {
         let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
         Scalar(bits.map(|b| f32::from_bits((b as u32) << 16)))
+    }
+    #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        let bits: [u16; PANEL] = std::ptr::read_unaligned(p.cast());
+        Scalar(bits.map(|b| half::f16::from_bits(b).to_f32()))
     }
     #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {

@@ -30,7 +30,7 @@ impl MemoryNeed {
     pub fn estimate(
         checkpoint: &Checkpoint,
         format: WeightFormat,
-        activations: DType,
+        (activations, kv_cache): (DType, DType),
         kv_values_per_token: usize,
         on_cpu: bool,
     ) -> Self {
@@ -73,7 +73,7 @@ impl MemoryNeed {
         MemoryNeed {
             weights: weights as u64,
             load_peak: load_peak as u64,
-            kv_row: (kv_values_per_token * MIN_CONTEXT * activations.size_in_bytes()) as u64,
+            kv_row: (kv_values_per_token * MIN_CONTEXT * kv_cache.size_in_bytes()) as u64,
         }
     }
 

@@ -103,7 +103,14 @@ impl Engine {
         let encoder = PromptEncoder::load(files)?;
         check_token_ids(&encoder, &eos, shape.vocab, files)?;
         let kv_elems = config.kv_values_per_token();
-        let need = MemoryNeed::estimate(&checkpoint, format, dtype, kv_elems, device.is_cpu());
+        let kv_dtype = options.kv_cache.dtype(dtype);
+        let need = MemoryNeed::estimate(
+            &checkpoint,
+            format,
+            (dtype, kv_dtype),
+            kv_elems,
+            device.is_cpu(),
+        );
         if let Some(available) = available_bytes(&device) {
             need.check(available, format, memory_place(&device))?;
         }
@@ -119,15 +126,16 @@ impl Engine {
         let model = config.load(vb, &arch.tensors, &weights)?;
         Ok(Engine::assemble(
             model,
-            kv_elems * dtype.size_in_bytes(),
+            kv_elems * kv_dtype.size_in_bytes(),
             encoder,
             eos,
             format!(
-                "{label} on {} ({format} weights, {} activations)",
+                "{label} on {} ({format} weights, {} activations{})",
                 place(options, &device),
-                dtype.as_str()
+                dtype.as_str(),
+                kv_cache_label(kv_dtype, dtype),
             ),
-            (device, dtype, format),
+            (device, dtype, format, kv_dtype),
         ))
     }
 
@@ -138,10 +146,11 @@ impl Engine {
         encoder: PromptEncoder,
         eos: Vec<u32>,
         label: String,
-        (device, dtype, format): (
+        (device, dtype, format, kv_dtype): (
             Device,
             candle_core::DType,
             crate::candle::weights::WeightFormat,
+            candle_core::DType,
         ),
     ) -> Engine {
         let limits = BatchLimits {
@@ -161,6 +170,7 @@ impl Engine {
             refill: crate::candle::Refill::default(),
             device,
             dtype,
+            kv_dtype,
             weights: format,
             limits,
             batching: crate::candle::Batching::default(),
@@ -241,6 +251,15 @@ pub(crate) fn memory_place(device: &Device) -> &'static str {
         "memory"
     } else {
         "GPU memory"
+    }
+}
+
+/// What an engine's description adds for a key/value cache held in another dtype
+/// than the activations.
+pub(crate) fn kv_cache_label(kv: candle_core::DType, activations: candle_core::DType) -> String {
+    match kv == activations {
+        true => String::new(),
+        false => format!("; {} key/value cache", kv.as_str()),
     }
 }
 

@@ -85,6 +85,11 @@ pub fn open(
         let header = crate::candle::gguf::GgufHeader::read(gguf)?;
         identity["gguf_tensor_types"] = json!(header.tensor_types());
     }
+    // Recorded only when it is f16, so that the identity of every run before the option
+    // existed, and with it their resume, is unchanged.
+    if engine.kv_dtype() != engine.dtype() {
+        identity["kv_cache"] = json!(engine.kv_dtype().as_str());
+    }
     // Recorded only for base models, so that the identity of every chat run, and with
     // it the resume of runs made before this key existed, is unchanged.
     if engine.template().is_plain() {

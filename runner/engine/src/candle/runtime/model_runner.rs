@@ -7,7 +7,7 @@ use crate::candle::runtime::kv_cache::{JoinPart, KvCache};
 use crate::candle::runtime::phases::{timed, PhaseTimes};
 use crate::candle::{CausalLm, Engine};
 use crate::{BatchStats, EngineError, Request, RequestId, Sampling};
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Mutex;
@@ -49,6 +49,8 @@ impl LogitTrace {
 pub(crate) struct ModelRunner<'e> {
     model: &'e dyn CausalLm,
     device: &'e Device,
+    /// What the caches it makes hold keys and values in.
+    kv_dtype: DType,
     /// The model as the engine names it, for errors about what it computes.
     label: &'e str,
     logit_trace: Option<&'e LogitTrace>,
@@ -61,6 +63,7 @@ impl<'e> ModelRunner<'e> {
         ModelRunner {
             model: engine.model.as_ref(),
             device: &engine.device,
+            kv_dtype: engine.kv_dtype,
             label: &engine.label,
             logit_trace: engine.logit_trace.as_ref(),
             reads: match engine.block_reads {
@@ -101,7 +104,7 @@ impl<'e> ModelRunner<'e> {
                 ids.extend_from_slice(p);
             }
             let tokens = Tensor::from_vec(ids, (group.len(), longest), self.device)?;
-            let mut cache = KvCache::new(self.model.layers(), pad);
+            let mut cache = KvCache::new(self.model.layers(), pad).storing(self.kv_dtype);
             if groups.len() == 1 {
                 cache.reserve(slots)?;
             }
@@ -140,7 +143,7 @@ impl<'e> ModelRunner<'e> {
 
     /// An empty cache for one prompt of `len` tokens, to be prefilled in chunks.
     pub fn prompt_cache(&self, len: usize) -> Result<KvCache, EngineError> {
-        let mut cache = KvCache::new(self.model.layers(), vec![0]);
+        let mut cache = KvCache::new(self.model.layers(), vec![0]).storing(self.kv_dtype);
         cache.reserve(len)?;
         Ok(cache)
     }

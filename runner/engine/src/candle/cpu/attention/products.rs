@@ -20,8 +20,8 @@
 //! The keys of a span are packed into panels of [`PANEL`] slots, depth-major
 //! (`[panel][d][16]`), so that a step of the QK chain is one vector load; the values
 //! are read in place, 16 columns of a slot's row being one vector. Decoding runs the
-//! same kernels on its group of query heads, so a query gets the same bits whether
-//! its token is decoded or prefilled.
+//! same kernels on its group of query heads, packing each panel of keys just before it
+//! reads it, so a query gets the same bits whether its token is decoded or prefilled.
 
 use crate::candle::cpu::lanes::{Lanes, Scalar};
 use crate::candle::cpu::vectorised::exp_shifted;
@@ -31,14 +31,58 @@ pub const PANEL: usize = 16;
 
 pub use crate::candle::cpu::isa::{best_isa, Isa};
 
+/// What a key/value cache holds its keys and values in: f32, or f16 (`--kv-cache
+/// f16`), which halves the bytes a decode step reads. The products widen each value
+/// to f32 exactly as they load it, so attention over an f16 cache gives the bits it
+/// gives over an f32 cache holding the same, rounded, values.
+pub trait CacheElem: Copy + Send + Sync + 'static {
+    fn to_f32(self) -> f32;
+    /// 16 values from `p`, widened.
+    ///
+    /// # Safety
+    /// `p` must be valid for 16 values, and the CPU have `L`'s instruction set.
+    unsafe fn lanes<L: Lanes>(p: *const Self) -> L;
+    /// The values themselves where they are f32 (the `gemm` crate's products take
+    /// only those).
+    fn as_f32(s: &[Self]) -> Option<&[f32]>;
+}
+
+impl CacheElem for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    unsafe fn lanes<L: Lanes>(p: *const f32) -> L {
+        L::load(p)
+    }
+    fn as_f32(s: &[f32]) -> Option<&[f32]> {
+        Some(s)
+    }
+}
+
+impl CacheElem for half::f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+    #[inline(always)]
+    unsafe fn lanes<L: Lanes>(p: *const half::f16) -> L {
+        L::load_f16(p.cast())
+    }
+    fn as_f32(_: &[half::f16]) -> Option<&[f32]> {
+        None
+    }
+}
+
 /// Packs the keys of slots `lo..=hi` of one key head (slot `s` at `s * k_rs` in
 /// `keys`) into `dst`, in the panels that hold them: panel 0 of `dst` holds slots
 /// `(lo / 16) * 16..`. The first panel's slots before `lo` are copied too (nothing
 /// reads their scores); the last one's after `hi` are zeros.
-pub fn pack_keys(
+pub fn pack_keys<E: CacheElem>(
     isa: Isa,
     dst: &mut Vec<f32>,
-    keys: &[f32],
+    keys: &[E],
     k_rs: usize,
     d: usize,
     (lo, hi): (usize, usize),
@@ -47,40 +91,67 @@ pub fn pack_keys(
     assert!(lo <= hi && keys.len() >= hi * k_rs + d, "pack_keys: keys");
     dst.resize((p1 - p0) * PANEL * d, 0.0);
     for (p, panel) in (p0..p1).zip(dst.chunks_exact_mut(PANEL * d)) {
-        let first = p * PANEL;
-        let whole = first + PANEL <= hi + 1;
-        #[cfg(target_arch = "x86_64")]
-        if whole && matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(PANEL) {
-            // SAFETY: the CPU has AVX-512F (the caller's `isa`); the panel's 16 keys
-            // end at slot hi at most, inside `keys`, and `panel` holds 16 x d floats.
-            unsafe { x86::transpose_panel(panel, keys.as_ptr().add(first * k_rs), k_rs, d) };
-            continue;
-        }
-        let _ = (isa, whole);
-        for lane in 0..PANEL {
-            let s = first + lane;
-            if s <= hi {
-                let key = &keys[s * k_rs..][..d];
-                for (kk, &v) in key.iter().enumerate() {
-                    panel[kk * PANEL + lane] = v;
-                }
-            } else {
-                for kk in 0..d {
-                    panel[kk * PANEL + lane] = 0.0;
-                }
+        pack_panel(isa, panel, keys, k_rs, d, p * PANEL, hi);
+    }
+}
+
+/// Packs the 16 slots from `first` (those after `hi` as zeros) into `panel`.
+#[inline(always)]
+fn pack_panel<E: CacheElem>(
+    isa: Isa,
+    panel: &mut [f32],
+    keys: &[E],
+    k_rs: usize,
+    d: usize,
+    first: usize,
+    hi: usize,
+) {
+    let whole = first + PANEL <= hi + 1;
+    #[cfg(target_arch = "x86_64")]
+    if whole && matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(PANEL) {
+        assert!(panel.len() >= PANEL * d && keys.len() >= hi * k_rs + d);
+        // SAFETY: the CPU has AVX-512F (the caller's `isa`); the panel's 16 keys end at
+        // slot hi at most, inside `keys`, and `panel` holds 16 x d floats.
+        unsafe { x86::transpose_panel(panel, keys.as_ptr().add(first * k_rs), k_rs, d) };
+        return;
+    }
+    let _ = (isa, whole);
+    for lane in 0..PANEL {
+        let s = first + lane;
+        if s <= hi {
+            let key = &keys[s * k_rs..][..d];
+            for (kk, &v) in key.iter().enumerate() {
+                panel[kk * PANEL + lane] = v.to_f32();
+            }
+        } else {
+            for kk in 0..d {
+                panel[kk * PANEL + lane] = 0.0;
             }
         }
     }
 }
 
+/// Where the fused products read a span's keys from.
+#[derive(Clone, Copy)]
+pub enum Keys<'a, E> {
+    /// Packed beforehand ([`pack_keys`]): read by every tile of a prefill block.
+    Packed(&'a [f32]),
+    /// In the cache's own rows, slot `s` at `s * k_rs`: each tile packs the panels it
+    /// reads as it goes, into a few panels of scratch that stay in the first-level
+    /// cache. A decode step's group of query heads is one tile, which would read a
+    /// packed copy of the span once: packing the whole span first wrote and read that
+    /// copy for nothing. The panels are the same, so the bits are too.
+    Rows { keys: &'a [E], k_rs: usize },
+}
+
 /// One key head's stacked queries of a block, and what they attend to.
-pub struct Stacked<'a> {
+pub struct Stacked<'a, E> {
     /// Stacked query rows, `d` floats each.
     pub queries: &'a [f32],
-    /// The head's packed keys of slots `lo..=hi` ([`pack_keys`]).
-    pub keys: &'a [f32],
+    /// The head's keys of slots `lo..=hi`.
+    pub keys: Keys<'a, E>,
     /// The head's values: slot `s` at `s * v_rs`.
-    pub values: &'a [f32],
+    pub values: &'a [E],
     pub v_rs: usize,
     pub d: usize,
     pub scale: f32,
@@ -93,22 +164,35 @@ pub struct Stacked<'a> {
 /// `out` (rows x d) = each stacked row's softmax-weighted sum of the values over its
 /// span, not yet divided by the softmax sum, which goes to `sums`. `scores` is scratch.
 /// `d` must be a multiple of [`PANEL`].
-pub fn attend(isa: Isa, s: &Stacked, scores: &mut Vec<f32>, out: &mut [f32], sums: &mut [f32]) {
+pub fn attend<E: CacheElem>(
+    isa: Isa,
+    s: &Stacked<E>,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+    sums: &mut [f32],
+) {
     let rows = s.spans.len();
     let (d, slots) = (s.d, s.hi + 1);
     assert!(d.is_multiple_of(PANEL) && s.lo <= s.hi, "attend: shape");
     assert!(s.queries.len() >= rows * d && out.len() >= rows * d && sums.len() >= rows);
     let stride = (s.hi / PANEL - s.lo / PANEL + 1) * PANEL;
-    assert!(s.keys.len() >= stride * d, "attend: packed keys");
+    match s.keys {
+        Keys::Packed(keys) => assert!(keys.len() >= stride * d, "attend: packed keys"),
+        Keys::Rows { keys, k_rs } => assert!(keys.len() >= s.hi * k_rs + d, "attend: keys"),
+    }
     assert!(s.values.len() >= (slots - 1) * s.v_rs + d, "attend: values");
     assert!(s
         .spans
         .iter()
         .all(|&(a, z)| s.lo <= a && a <= z && z <= s.hi));
     let stride = (s.hi / PANEL - s.lo / PANEL + 1) * PANEL;
-    scores.resize(MAX_ROWS * stride, 0.0);
+    // The scores, then room for the panels a tile packs from `Keys::Rows`.
+    scores.resize(MAX_ROWS * stride + MAX_NV * PANEL * d, 0.0);
+    let (scores, panels) = scores.split_at_mut(MAX_ROWS * stride);
     let job = Job {
         s,
+        isa,
+        panels: panels.as_mut_ptr(),
         scores: scores.as_mut_ptr(),
         stride,
         out: out.as_mut_ptr(),
@@ -120,7 +204,7 @@ pub fn attend(isa: Isa, s: &Stacked, scores: &mut Vec<f32>, out: &mut [f32], sum
     // stride.
     unsafe {
         match isa {
-            Isa::Scalar => run::<Scalar, 4, 1>(&job),
+            Isa::Scalar => run::<Scalar, E, 4, 1>(&job),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => x86::avx2(&job),
             #[cfg(target_arch = "x86_64")]
@@ -132,8 +216,14 @@ pub fn attend(isa: Isa, s: &Stacked, scores: &mut Vec<f32>, out: &mut [f32], sum
 /// The most rows a tile of any instruction set has.
 const MAX_ROWS: usize = 12;
 
-struct Job<'a> {
-    s: &'a Stacked<'a>,
+/// The most panels a step of any instruction set's products reads at once.
+const MAX_NV: usize = 2;
+
+struct Job<'a, E> {
+    s: &'a Stacked<'a, E>,
+    isa: Isa,
+    /// Scratch for `MAX_NV` packed panels.
+    panels: *mut f32,
     /// Scratch of MAX_ROWS rows of `stride` floats: column c of a row is slot
     /// `(lo / PANEL) * PANEL + c`.
     scores: *mut f32,
@@ -146,24 +236,24 @@ struct Job<'a> {
 /// Inlined into each instruction set's entry point, so that it is compiled with its
 /// features.
 #[inline(always)]
-unsafe fn run<L: Lanes, const MR: usize, const NV: usize>(job: &Job) {
+unsafe fn run<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &Job<E>) {
     let rows = job.s.spans.len();
     let mut r = 0;
     while r < rows {
         let mr = MR.min(rows - r);
         match mr {
-            1 => tile::<L, 1, NV>(job, r),
-            2 => tile::<L, 2, NV>(job, r),
-            3 => tile::<L, 3, NV>(job, r),
-            4 => tile::<L, 4, NV>(job, r),
-            5 => tile::<L, 5, NV>(job, r),
-            6 => tile::<L, 6, NV>(job, r),
-            7 => tile::<L, 7, NV>(job, r),
-            8 => tile::<L, 8, NV>(job, r),
-            9 => tile::<L, 9, NV>(job, r),
-            10 => tile::<L, 10, NV>(job, r),
-            11 => tile::<L, 11, NV>(job, r),
-            _ => tile::<L, 12, NV>(job, r),
+            1 => tile::<L, E, 1, NV>(job, r),
+            2 => tile::<L, E, 2, NV>(job, r),
+            3 => tile::<L, E, 3, NV>(job, r),
+            4 => tile::<L, E, 4, NV>(job, r),
+            5 => tile::<L, E, 5, NV>(job, r),
+            6 => tile::<L, E, 6, NV>(job, r),
+            7 => tile::<L, E, 7, NV>(job, r),
+            8 => tile::<L, E, 8, NV>(job, r),
+            9 => tile::<L, E, 9, NV>(job, r),
+            10 => tile::<L, E, 10, NV>(job, r),
+            11 => tile::<L, E, 11, NV>(job, r),
+            _ => tile::<L, E, 12, NV>(job, r),
         }
         r += mr;
     }
@@ -172,7 +262,7 @@ unsafe fn run<L: Lanes, const MR: usize, const NV: usize>(job: &Job) {
 /// Stacked rows `r..r + MR`: their scores over the union of their spans, the softmax
 /// of each over its own span (zeros elsewhere in the union), and the value product.
 #[inline(always)]
-unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(job: &Job, r: usize) {
+unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &Job<E>, r: usize) {
     let s = job.s;
     let d = s.d;
     let spans = &s.spans[r..r + MR];
@@ -184,17 +274,25 @@ unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(job: &Job, r: usize) 
     let q = s.queries.as_ptr().add(r * d);
     let mut p = p0;
     while p < p1 {
-        let (keys, dst) = (
-            s.keys.as_ptr().add((p - base) * PANEL * d),
-            job.scores.add((p - base) * PANEL),
-        );
-        if p + NV <= p1 {
-            product::<L, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
-            p += NV;
+        let nv = if p + NV <= p1 { NV } else { 1 };
+        let keys = match s.keys {
+            Keys::Packed(keys) => keys.as_ptr().add((p - base) * PANEL * d),
+            Keys::Rows { keys, k_rs } => {
+                for j in 0..nv {
+                    let panel = job.panels.add(j * PANEL * d);
+                    let panel = std::slice::from_raw_parts_mut(panel, PANEL * d);
+                    pack_panel(job.isa, panel, keys, k_rs, d, (p + j) * PANEL, s.hi);
+                }
+                job.panels.cast_const()
+            }
+        };
+        let dst = job.scores.add((p - base) * PANEL);
+        if nv == NV {
+            product::<L, f32, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
         } else {
-            product::<L, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
-            p += 1;
+            product::<L, f32, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
         }
+        p += nv;
     }
     // Softmax of each row over its own span.
     let col = |slot: usize| slot - base * PANEL;
@@ -213,11 +311,11 @@ unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(job: &Job, r: usize) 
     while c < d {
         if c + NV * PANEL <= d {
             let v = values.add(c);
-            product::<L, MR, NV>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
+            product::<L, E, MR, NV>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
             c += NV * PANEL;
         } else {
             let v = values.add(c);
-            product::<L, MR, 1>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
+            product::<L, E, MR, 1>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
             c += PANEL;
         }
     }
@@ -227,10 +325,10 @@ unsafe fn tile<L: Lanes, const MR: usize, const NV: usize>(job: &Job, r: usize) 
 /// t in 0..steps of `a[i * a_rs + t] * b[t * b_ts + j * b_vs ..][..16]`, from zero.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn product<L: Lanes, const MR: usize, const NV: usize>(
+unsafe fn product<L: Lanes, B: CacheElem, const MR: usize, const NV: usize>(
     a: *const f32,
     a_rs: usize,
-    b: *const f32,
+    b: *const B,
     b_ts: usize,
     b_vs: usize,
     steps: usize,
@@ -241,7 +339,7 @@ unsafe fn product<L: Lanes, const MR: usize, const NV: usize>(
     for t in 0..steps {
         let mut bv = [L::zero(); NV];
         for (j, v) in bv.iter_mut().enumerate() {
-            *v = L::load(b.add(t * b_ts + j * b_vs));
+            *v = B::lanes::<L>(b.add(t * b_ts + j * b_vs));
         }
         for (i, row) in acc.iter_mut().enumerate() {
             let x = *a.add(i * a_rs + t);

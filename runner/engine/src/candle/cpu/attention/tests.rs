@@ -50,7 +50,7 @@ fn reference(
         .reshape((rows, new, heads * d))
 }
 
-fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+pub(super) fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     (a - b)?
         .abs()?
         .flatten_all()?
@@ -148,7 +148,7 @@ fn a_rows_result_does_not_depend_on_the_padding_its_batch_gives_it() -> Result<(
 }
 
 /// Small deterministic pseudo-random numbers in [-1, 1).
-fn noise(seed: u64, len: usize) -> Vec<f32> {
+pub(super) fn noise(seed: u64, len: usize) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..len)
         .map(|_| {
@@ -162,14 +162,14 @@ fn noise(seed: u64, len: usize) -> Vec<f32> {
 
 /// Inputs of the fused products: `rows` stacked queries, and keys and values of
 /// `slots` slots (rows `rs` floats apart, the head's vector first).
-struct Operands {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    rs: usize,
+pub(super) struct Operands {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub rs: usize,
 }
 
-fn operands(rows: usize, slots: usize, d: usize, seed: u64) -> Operands {
+pub(super) fn operands(rows: usize, slots: usize, d: usize, seed: u64) -> Operands {
     let rs = d + 3;
     Operands {
         q: noise(seed, rows * d).iter().map(|x| 3.0 * x).collect(),
@@ -181,7 +181,7 @@ fn operands(rows: usize, slots: usize, d: usize, seed: u64) -> Operands {
 
 /// Packs the keys of `lo..=hi` and runs the fused products on `isa`: the unnormalised
 /// outputs and the sums.
-fn attend_on(
+pub(super) fn attend_on(
     isa: Isa,
     o: &Operands,
     d: usize,
@@ -192,7 +192,7 @@ fn attend_on(
     products::pack_keys(isa, &mut keys, &o.k, o.rs, d, (lo, hi));
     let stacked = Stacked {
         queries: &o.q[..spans.len() * d],
-        keys: &keys,
+        keys: Keys::Packed(&keys),
         values: &o.v,
         v_rs: o.rs,
         d,
@@ -208,7 +208,7 @@ fn attend_on(
 
 /// Stacked rows as a prefill block has them: `group` heads per query, causal spans
 /// from `first`, or sliding windows of `window` slots.
-fn block_spans(
+pub(super) fn block_spans(
     first: usize,
     q0: usize,
     m: usize,

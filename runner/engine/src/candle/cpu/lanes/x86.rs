@@ -22,6 +22,13 @@ impl Lanes for Avx2 {
         Avx2([widen8(p), widen8(p.add(8))])
     }
     #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        Avx2([
+            _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+            _mm256_cvtph_ps(_mm_loadu_si128(p.add(8).cast())),
+        ])
+    }
+    #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {
         // Safety: as for `zero`.
         unsafe {
@@ -47,7 +54,7 @@ unsafe fn widen8(p: *const u16) -> __m256 {
 }
 
 #[derive(Clone, Copy)]
-pub(crate) struct Avx512(__m512);
+pub(crate) struct Avx512(pub(crate) __m512);
 
 impl Lanes for Avx512 {
     #[inline(always)]
@@ -66,6 +73,10 @@ impl Lanes for Avx512 {
             _mm512_cvtepu16_epi32(h),
             16,
         )))
+    }
+    #[inline(always)]
+    unsafe fn load_f16(p: *const u16) -> Self {
+        Avx512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast())))
     }
     #[inline(always)]
     fn fma(self, x: f32, w: Self) -> Self {

@@ -38,6 +38,7 @@ impl Engine {
         let eos = end_tokens(&meta, files, encoder.end_tokens())?;
         check_token_ids(&encoder, &eos, shape.vocab, files)?;
         let kv_elems = read.config.kv_values_per_token();
+        let kv_dtype = options.kv_cache.dtype(dtype);
         let on_cpu = device.is_cpu();
         let blocks = header.tensor_bytes();
         // On the CPU the projections are held as q8_0 panels or as copies of their
@@ -54,7 +55,7 @@ impl Engine {
                 blocks
             },
             load_peak: 2 * header.largest_tensor_bytes(),
-            kv_row: (kv_elems * MIN_CONTEXT * dtype.size_in_bytes()) as u64,
+            kv_row: (kv_elems * MIN_CONTEXT * kv_dtype.size_in_bytes()) as u64,
         };
         if let Some(available) = available_bytes(&device) {
             need.check(available, WeightFormat::Gguf, super::memory_place(&device))?;
@@ -82,14 +83,15 @@ impl Engine {
             .map_err(|e| bad(e.to_string()))?;
         Ok(Engine::assemble(
             model,
-            kv_elems * dtype.size_in_bytes(),
+            kv_elems * kv_dtype.size_in_bytes(),
             encoder,
             eos,
             format!(
-                "{label} on {} (gguf weights: {types}; f32 activations)",
+                "{label} on {} (gguf weights: {types}; f32 activations{})",
                 super::place(options, &device),
+                super::kv_cache_label(kv_dtype, dtype),
             ),
-            (device, dtype, WeightFormat::Gguf),
+            (device, dtype, WeightFormat::Gguf, kv_dtype),
         ))
     }
 }

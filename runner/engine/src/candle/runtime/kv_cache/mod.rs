@@ -8,7 +8,7 @@
 //! can be joined.
 
 use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CudaStorage, InplaceOp2, Layout, Result, Tensor};
+use candle_core::{CpuStorage, CudaStorage, DType, InplaceOp2, Layout, Result, Tensor};
 
 /// Keys and values live in buffers with room for more slots than they hold, written in
 /// place: appending by concatenation would copy the whole cache at every decode step.
@@ -23,6 +23,9 @@ pub struct KvCache {
     wanted: usize,
     /// Bytes copied by [`KvCache::select`] so far (benchmarks report it).
     selected_bytes: usize,
+    /// The dtype the buffers hold, where it is not the appended keys' and values' own
+    /// (`--kv-cache f16`): each step's entries are rounded to it as they are written.
+    store: Option<DType>,
 }
 
 /// Where the tokens of one forward step land, as the attention mask and RoPE see them.
@@ -98,7 +101,14 @@ impl KvCache {
             slots: 0,
             wanted: 0,
             selected_bytes: 0,
+            store: None,
         }
+    }
+
+    /// The cache holding its keys and values in `dtype`, whatever the model appends.
+    pub fn storing(mut self, dtype: DType) -> Self {
+        self.store = Some(dtype);
+        self
     }
 
     /// Makes room for `total` slots, so that decoding up to there never reallocates.
@@ -164,14 +174,15 @@ impl KvCache {
             None => {
                 let cap = need.max(self.wanted);
                 let (rows, heads, _, d) = k.dims4()?;
+                let dtype = self.store.unwrap_or(k.dtype());
                 (
-                    Tensor::zeros((rows, heads, cap, d), k.dtype(), k.device())?,
-                    Tensor::zeros((rows, heads, cap, d), v.dtype(), v.device())?,
+                    Tensor::zeros((rows, heads, cap, d), dtype, k.device())?,
+                    Tensor::zeros((rows, heads, cap, d), dtype, v.device())?,
                 )
             }
         };
-        bk.slice_set(&k.contiguous()?, 2, self.slots)?;
-        bv.slice_set(&v.contiguous()?, 2, self.slots)?;
+        bk.slice_set(&k.to_dtype(bk.dtype())?.contiguous()?, 2, self.slots)?;
+        bv.slice_set(&v.to_dtype(bv.dtype())?.contiguous()?, 2, self.slots)?;
         let views = (bk.narrow(2, 0, need)?, bv.narrow(2, 0, need)?);
         self.layers[layer] = Some((bk, bv));
         Ok(views)
@@ -258,6 +269,7 @@ impl KvCache {
     /// [`KvCache::join_rows`]).
     pub fn join(parts: Vec<KvCache>, room: usize) -> Result<KvCache> {
         let wanted = parts.iter().map(|c| c.wanted).fold(room, usize::max);
+        let store = parts.first().and_then(|c| c.store);
         let all: Vec<Vec<usize>> = parts.iter().map(|c| (0..c.rows()).collect()).collect();
         let parts: Vec<(JoinPart, &[usize])> = parts
             .into_iter()
@@ -266,6 +278,7 @@ impl KvCache {
             .collect();
         let mut joined = KvCache::join_rows(parts, wanted)?;
         joined.wanted = wanted;
+        joined.store = store;
         Ok(joined)
     }
 
@@ -285,6 +298,7 @@ impl KvCache {
             candle_core::bail!("joining no rows")
         };
         let layers = first.0.cache().layers.len();
+        let first_store = first.0.cache().store;
         // Per part: the slots in use after its own shared padding.
         let mut lens = Vec::with_capacity(parts.len());
         for (c, rows) in &parts {
@@ -349,6 +363,7 @@ impl KvCache {
             slots,
             wanted: 0,
             selected_bytes: 0,
+            store: first_store,
         })
     }
 

@@ -363,3 +363,47 @@ fn a_join_frees_each_part_as_it_copies_so_its_peak_is_the_plans() -> Result<()> 
     assert!(peak <= plan + 4096, "peak {peak} bytes, plan {plan}");
     Ok(())
 }
+
+#[test]
+fn a_cache_storing_f16_rounds_what_is_appended_and_keeps_f16_through_its_copies() -> Result<()> {
+    use candle_core::DType;
+    let dev = Device::Cpu;
+    // 1/3 is not an f16: the buffers hold its rounding, whatever the model appended.
+    let third = (1.0f32 / 3.0, half::f16::from_f32(1.0 / 3.0).to_f32());
+    assert_ne!(third.0, third.1);
+    let part = |pad: Vec<usize>, slots: usize| -> Result<KvCache> {
+        let mut c = KvCache::new(2, pad.clone()).storing(DType::F16);
+        let k = Tensor::full(third.0, (pad.len(), 1, slots, 2), &dev)?;
+        for layer in 0..2 {
+            let (kv, _) = c.append(layer, &k, &k)?;
+            assert_eq!(kv.dtype(), DType::F16);
+        }
+        c.advance(slots);
+        Ok(c)
+    };
+    let bytes_f16 = part(vec![0], 4)?.bytes();
+    assert_eq!(
+        bytes_f16,
+        2 * 2 * 4 * 2 * 2,
+        "two layers of keys and values, 2 bytes each"
+    );
+    let mut joined = KvCache::join(vec![part(vec![0, 1], 3)?, part(vec![0], 5)?], 8)?;
+    joined.select(&[2, 0, 0])?;
+    let newcomer = part(vec![0], 2)?;
+    joined.place(1, &newcomer, 0)?;
+    // A later step appends f32 entries after the copies: they are rounded too.
+    let step = Tensor::full(third.0, (3, 1, 1, 2), &dev)?;
+    for layer in 0..2 {
+        let (k, v) = joined.append(layer, &step, &step)?;
+        for t in [&k, &v] {
+            assert_eq!(t.dtype(), DType::F16, "layer {layer}");
+            let last = t.narrow(2, t.dim(2)? - 1, 1)?.to_dtype(DType::F32)?;
+            assert!(last
+                .flatten_all()?
+                .to_vec1::<f32>()?
+                .iter()
+                .all(|&x| x == third.1));
+        }
+    }
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! The AVX2 and AVX-512 entry points of attention's products (each compiled with its
 //! features over the lanes of `cpu/lanes/x86.rs`), and the keys' 16 x 16 transposes.
 
-use super::{run, Job, PANEL};
+use super::{run, CacheElem, Job, PANEL};
 use crate::candle::cpu::lanes::x86::{Avx2, Avx512};
 use std::arch::x86_64::*;
 
@@ -9,9 +9,9 @@ use std::arch::x86_64::*;
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA, and `job` must be valid (see `attend`).
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn avx2(job: &Job) {
-    run::<Avx2, 6, 1>(job)
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn avx2<E: CacheElem>(job: &Job<E>) {
+    run::<Avx2, E, 6, 1>(job)
 }
 
 /// Tiles of 12 rows x 32 columns: 24 accumulators, 2 vectors of keys or values and a
@@ -20,24 +20,29 @@ pub(super) unsafe fn avx2(job: &Job) {
 /// # Safety
 /// The CPU must have AVX-512F, and `job` must be valid (see `attend`).
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) unsafe fn avx512(job: &Job) {
-    run::<Avx512, 12, 2>(job)
+pub(super) unsafe fn avx512<E: CacheElem>(job: &Job<E>) {
+    run::<Avx512, E, 12, 2>(job)
 }
 
-/// Packs 16 keys (rows `k_rs` floats apart from `keys`) of `d` floats, a multiple of
-/// 16, into `panel` (`[d][16]`), by 16 x 16 transposes in registers.
+/// Packs 16 keys (rows `k_rs` values apart from `keys`) of `d` values, a multiple of
+/// 16, into `panel` (`[d][16]` f32), by 16 x 16 transposes in registers.
 ///
 /// # Safety
 /// The CPU must have AVX-512F; `keys` must be valid for 16 rows of `d` floats and
 /// `panel` hold 16 x d floats.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn transpose_panel(panel: &mut [f32], keys: *const f32, k_rs: usize, d: usize) {
+pub(super) unsafe fn transpose_panel<E: CacheElem>(
+    panel: &mut [f32],
+    keys: *const E,
+    k_rs: usize,
+    d: usize,
+) {
     debug_assert!(panel.len() >= PANEL * d && d.is_multiple_of(PANEL));
     let out = panel.as_mut_ptr();
     for c in (0..d).step_by(PANEL) {
         let mut r = [_mm512_setzero_ps(); 16];
         for (i, v) in r.iter_mut().enumerate() {
-            *v = _mm512_loadu_ps(keys.add(i * k_rs + c));
+            *v = E::lanes::<Avx512>(keys.add(i * k_rs + c)).0;
         }
         let t = transpose16(r);
         for (i, v) in t.iter().enumerate() {
