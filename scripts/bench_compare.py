@@ -24,7 +24,8 @@ llama.cpp (scripts/bench_llamacpp.py; needs llama-cpp-python and gguf). By defau
 peer whose packages import runs, and the others are named with the reason. With
 --quantization q8_0 the engine quantizes its weights at load and llama.cpp runs the
 q8_0 GGUF made by its own quantizer; transformers, whose side runs f32 only, is skipped.
---quantization and --dtype reach `runner bench` only when given, so the script also runs
+--kv-cache f16 holds the engine's key/value cache in f16, as llama.cpp's here is.
+--quantization, --dtype and --kv-cache reach `runner bench` only when given, so the script also runs
 against a binary that predates them. With --model FILE.gguf both sides run the file's
 own blocks (Q4_1, Q4_K_M, ...): the engine's `runner bench --model FILE.gguf` and
 llama.cpp loading the same file; transformers, which only dequantizes GGUF files, is
@@ -76,6 +77,8 @@ def engine_round(runner, model, prompts_file, args):
         cmd += ["--dtype", args.dtype]
     if args.quantization:
         cmd += ["--quantization", args.quantization]
+    if args.kv_cache:
+        cmd += ["--kv-cache", args.kv_cache]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr}")
@@ -283,6 +286,11 @@ def main():
     )
     ap.add_argument("--quantization", choices=["q8_0"], help="engine and llama.cpp weights")
     ap.add_argument("--dtype", help="passed to `runner bench --dtype`; the peers run f32")
+    ap.add_argument(
+        "--kv-cache",
+        choices=["f16"],
+        help="passed to `runner bench --kv-cache`: the engine's cache in f16, as llama.cpp's is",
+    )
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     ap.add_argument(
         "--no-flash-attn",
