@@ -110,6 +110,12 @@ impl<'e> ModelRunner<'e> {
             }
             logits.push(self.model.forward(&tokens, &mut cache)?);
             caches.push(cache);
+            if groups.len() > 1 {
+                // A group's activations (tens of MB a layer) are freed into the heap,
+                // where the next groups' caches land among them; kept resident, the
+                // holes they leave add to the batch's peak.
+                crate::process::return_freed_memory();
+            }
         }
         let cache = match caches.len() {
             1 => caches.pop().expect("one cache"),
