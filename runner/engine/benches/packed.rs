@@ -1,6 +1,7 @@
 //! GFMA/s of the packed linear kernel per format and instruction set, on the layer
 //! shapes of the small fixture (hidden 256) and of a 7B model's attention (3584), at
-//! the batch sizes of prefill (a 1,500-token prompt) and decode (1 and 8 rows).
+//! Gemma 3 270M's MLP and output head (640 wide, 262,144 outputs), at the batch sizes
+//! of prefill (a 1,500-token prompt) and decode (1, 8 and 32 rows).
 //!
 //!     cargo bench -p runner-engine --bench packed [-- FILTER]
 //!
@@ -28,6 +29,9 @@ fn main() {
         ("small.gate_up", 1408, 256),
         ("small.down", 256, 704),
         ("7b.o", 3584, 3584),
+        ("gemma3.gate_up", 4096, 640),
+        ("gemma3.down", 640, 2048),
+        ("gemma3.head", 262_144, 640),
     ];
     println!(
         "{:<16} {:>5} {:>6} {:>8} {:>9} {:>8}",
@@ -37,7 +41,7 @@ fn main() {
         let w = Tensor::from_vec(values(n * k, 3), (n, k), &Device::Cpu).unwrap();
         for packing in [Packing::F32, Packing::Bf16, Packing::Q8_0] {
             let packed = PackedWeight::pack(&[&w], packing).unwrap();
-            for rows in [1usize, 8, 1500] {
+            for rows in [1usize, 8, 32, 1500] {
                 let label = format!("{name} {rows} {packing:?}");
                 if filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
                     continue;

@@ -267,7 +267,7 @@ fn dispatch<W: Weight>(isa: Isa, job: &Job<W>) {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => split(job, x86::AVX2_PANELS, |g| unsafe { x86::avx2(job, g) }),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 | Isa::Avx512Vnni => {
+        Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx => {
             split(job, x86::AVX512_PANELS, |g| unsafe { x86::avx512(job, g) })
         }
     }

@@ -108,7 +108,7 @@ fn pack_panel<E: CacheElem>(
 ) {
     let whole = first + PANEL <= hi + 1;
     #[cfg(target_arch = "x86_64")]
-    if whole && matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(PANEL) {
+    if whole && matches!(isa, Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx) && d.is_multiple_of(PANEL) {
         assert!(panel.len() >= PANEL * d && keys.len() >= hi * k_rs + d);
         // SAFETY: the CPU has AVX-512F (the caller's `isa`); the panel's 16 keys end at
         // slot hi at most, inside `keys`, and `panel` holds 16 x d floats.
@@ -208,7 +208,7 @@ pub fn attend<E: CacheElem>(
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => x86::avx2(&job),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 | Isa::Avx512Vnni => x86::avx512(&job),
+            Isa::Avx512 | Isa::Avx512Vnni | Isa::Amx => x86::avx512(&job),
         }
     }
 }

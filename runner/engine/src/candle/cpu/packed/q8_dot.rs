@@ -61,7 +61,7 @@ pub(super) unsafe fn run(
     out: *mut f32,
     isa: Isa,
 ) {
-    let x = q8_rows::quantize(x, rows, k);
+    let x = q8_rows::quantize(x, rows, k, isa);
     let job = Job {
         x: &x,
         w,
@@ -80,6 +80,12 @@ pub(super) unsafe fn run(
         Isa::Avx512Vnni => {
             split_groups(panels, x86::PANELS, work, |g| unsafe { x86::vnni(&job, g) })
         }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Amx if rows >= amx::ROWS => split_groups(panels, amx::PANELS, work, |g| unsafe {
+            amx::panels(&job, g)
+        }),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Amx => split_groups(panels, x86::PANELS, work, |g| unsafe { x86::vnni(&job, g) }),
     }
 }
 
@@ -121,5 +127,7 @@ fn portable(job: &Job, p: usize) {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod x86;

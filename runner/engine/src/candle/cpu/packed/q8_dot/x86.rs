@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 pub(super) const PANELS: usize = 2;
 /// Rows per tile: 4 x 2 integer and 4 x 2 f32 accumulators, 2 weight vectors and a
 /// broadcast, of 32 zmm registers.
-const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
 
 /// Panels `g * PANELS ..` (fewer at the end), every row.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -35,7 +35,7 @@ pub(super) unsafe fn vnni(job: &Job, g: usize) {
 }
 
 #[inline(always)]
-unsafe fn rows_tile<const NP: usize>(job: &Job, mr: usize, r: usize, p: usize) {
+pub(super) unsafe fn rows_tile<const NP: usize>(job: &Job, mr: usize, r: usize, p: usize) {
     match mr {
         1 => tile::<1, NP>(job, r, p),
         2 => tile::<2, NP>(job, r, p),
