@@ -93,19 +93,22 @@ pub(super) unsafe fn panels(job: &Job, g: usize) {
             })
         })
     });
+    // Written by the tile stores before anything reads it; raw pointers only, no
+    // reference to the uninitialised buffer.
     let mut dots = std::mem::MaybeUninit::<Dots>::uninit();
     let dots = dots.as_mut_ptr();
+    let half = |h: usize| (&raw mut (*dots).0[h]).cast::<i32>();
     // The unit before, and its half of `dots`.
     let mut before: Option<(Unit, usize)> = None;
     for (j, unit) in units.enumerate() {
-        products(job, unit, (*dots).0[j % 2].as_mut_ptr().cast());
-        if let Some((u, half)) = before {
-            scale(job, u, (*dots).0[half].as_ptr().cast());
+        products(job, unit, half(j % 2));
+        if let Some((u, h)) = before {
+            scale(job, u, half(h));
         }
         before = Some((unit, j % 2));
     }
-    if let Some((u, half)) = before {
-        scale(job, u, (*dots).0[half].as_ptr().cast());
+    if let Some((u, h)) = before {
+        scale(job, u, half(h));
     }
     for p in first..last {
         let mut r = tiles;
