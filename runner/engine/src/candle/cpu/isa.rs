@@ -61,9 +61,13 @@ mod amx {
         if std::env::var("CREG_CPU_AMX").is_ok_and(|v| v == "off") {
             return false;
         }
-        let leaf7 = std::arch::x86_64::__cpuid_count(7, 0);
-        let (tile, int8) = (leaf7.edx >> 24 & 1 == 1, leaf7.edx >> 25 & 1 == 1);
-        tile && int8 && permitted()
+        in_cpu() && permitted()
+    }
+
+    /// Whether CPUID reports AMX-TILE and AMX-INT8.
+    pub fn in_cpu() -> bool {
+        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+        edx >> 24 & 1 == 1 && edx >> 25 & 1 == 1
     }
 
     /// Asks Linux for the tile data state (`ARCH_REQ_XCOMP_PERM`, `XFEATURE_XTILEDATA`):
@@ -96,8 +100,7 @@ mod tests {
     /// tests, which run every available set, cover its kernel on such a CPU.
     #[test]
     fn a_cpu_with_amx_int8_runs_the_amx_kernel() {
-        let leaf7 = std::arch::x86_64::__cpuid_count(7, 0);
-        let has = leaf7.edx >> 24 & 1 == 1 && leaf7.edx >> 25 & 1 == 1;
+        let has = amx::in_cpu();
         let off = std::env::var("CREG_CPU_AMX").is_ok_and(|v| v == "off");
         let avx512 = available_isas().contains(&Isa::Avx512Vnni);
         assert_eq!(
