@@ -279,6 +279,16 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
             Keys::Packed(keys) => keys.as_ptr().add((p - base) * PANEL * d),
             Keys::Rows { keys, k_rs } => {
                 for j in 0..nv {
+                    // A decode step streams the cache from memory, and the hardware
+                    // does not see the panels' strided reads as one stream: ask for the
+                    // keys a few panels ahead, and for this panel's values, which the
+                    // value product reads once the scores are done.
+                    let ahead = (p + j + AHEAD) * PANEL;
+                    if ahead <= s.hi {
+                        prefetch(keys.as_ptr().wrapping_add(ahead * k_rs), k_rs, d);
+                    }
+                    let here = (p + j) * PANEL;
+                    prefetch(s.values.as_ptr().wrapping_add(here * s.v_rs), s.v_rs, d);
                     let panel = job.panels.add(j * PANEL * d);
                     let panel = std::slice::from_raw_parts_mut(panel, PANEL * d);
                     pack_panel(job.isa, panel, keys, k_rs, d, (p + j) * PANEL, s.hi);
@@ -308,8 +318,19 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
     let steps = last - first + 1;
     let out = job.out.add(r * d);
     let mut c = 0;
+    // Tiles of few rows (a decode step's group) have the registers for twice the
+    // columns: half the passes over the values.
+    let wide = MR * NV * 2 <= 16;
     while c < d {
-        if c + NV * PANEL <= d {
+        if wide && c + 2 * NV * PANEL <= d {
+            let v = values.add(c);
+            if NV == 2 {
+                product::<L, E, MR, 4>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
+            } else {
+                product::<L, E, MR, 2>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
+            }
+            c += 2 * NV * PANEL;
+        } else if c + NV * PANEL <= d {
             let v = values.add(c);
             product::<L, E, MR, NV>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
             c += NV * PANEL;
@@ -319,6 +340,37 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
             c += PANEL;
         }
     }
+}
+
+/// Panels ahead of the one being packed whose keys are asked for.
+const AHEAD: usize = 4;
+
+/// Asks for the `d` values of each of the 16 slots from `first` (rows `rs` apart) to be
+/// brought into the second-level cache. Only a hint: it reads nothing and cannot
+/// fault, so the slots may run past the data.
+#[inline(always)]
+fn prefetch<E>(first: *const E, rs: usize, d: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        const LINE: usize = 64;
+        let size = std::mem::size_of::<E>();
+        // Contiguous slots are one run of lines.
+        let (runs, bytes) = if rs == d {
+            (1, PANEL * d * size)
+        } else {
+            (PANEL, d * size)
+        };
+        for r in 0..runs {
+            let run = first.wrapping_add(r * rs).cast::<i8>();
+            for off in (0..bytes).step_by(LINE) {
+                // SAFETY: a prefetch is a hint; it neither reads memory nor faults.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(run.wrapping_add(off)) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (first, rs, d);
 }
 
 /// `out[i][j]` (vector j of row i, at `out + i * o_rs + j * 16`) = the chain over

@@ -71,8 +71,15 @@ fn fused_attention_matches_masked_dense_attention() -> Result<()> {
         (129, 1, vec![0, 5, 129], None),
         (129, 1, vec![0, 100], Some(16)),
     ];
-    for (past, new, pad, window) in cases {
-        let (rows, heads, kv, d) = (pad.len(), 6, 2, 16);
+    // (heads, key heads, d): one vector per head; Gemma 3's decode shape, whose
+    // groups of 4 take the value product 4 vectors wide; and 5 vectors, which leave a
+    // narrower remainder.
+    let shapes = [(6, 2, 16), (4, 1, 256), (8, 2, 80)];
+    for ((past, new, pad, window), (heads, kv, d)) in cases
+        .into_iter()
+        .flat_map(|c| shapes.map(|s| (c.clone(), s)))
+    {
+        let rows = pad.len();
         let slots = past + new;
         let q = Tensor::randn(0f32, 1.0, (rows, heads, new, d), &dev)?;
         // Keys and values as views into a wider cache buffer, as the engine has them.
@@ -85,7 +92,7 @@ fn fused_attention_matches_masked_dense_attention() -> Result<()> {
         let diff = max_diff(&got, &want)?;
         assert!(
             diff < 1e-5,
-            "past {past} new {new} window {window:?}: {diff}"
+            "past {past} new {new} window {window:?} heads {heads}/{kv} d {d}: {diff}"
         );
     }
     Ok(())
