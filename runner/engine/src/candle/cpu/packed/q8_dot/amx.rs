@@ -9,7 +9,7 @@
 //! the same order as there, so the bits are the same. Rows left over from the tiles of
 //! 16 run through the VNNI kernel.
 
-use super::{x86, Job, BLOCK};
+use super::{x86, Job, BLOCK, BLOCK_BYTES};
 use crate::candle::cpu::packed::PANEL;
 use std::arch::asm;
 use std::arch::x86_64::*;
@@ -55,6 +55,9 @@ const CHUNK: usize = 16;
 
 /// Panels a thread takes at a time (the units of one group are one pipeline).
 pub(super) const PANELS: usize = 4;
+
+/// Panels ahead of the one multiplied whose weights are asked for.
+const AHEAD: usize = 4;
 
 /// The 16 x 16 integer dots of two units' blocks.
 #[repr(C, align(64))]
@@ -124,7 +127,17 @@ pub(super) unsafe fn panels(job: &Job, g: usize) {
 #[inline(always)]
 unsafe fn products(job: &Job, unit: Unit, dots: *mut i32) {
     let xq = job.x.q[unit.r * job.k..].as_ptr();
+    // The tile loads wait on memory for the weights (the first tile of rows brings a
+    // panel's blocks in, the others find them in the cache): ask for the blocks a few
+    // panels ahead into the second-level cache while this one's are multiplied.
+    let ahead = unit.r == 0 && unit.p + AHEAD < job.panels;
     for b in unit.b0..unit.b1 {
+        if ahead {
+            let next = job.values(unit.p + AHEAD, b).cast::<i8>();
+            for line in (0..BLOCK_BYTES).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T1>(next.add(line));
+            }
+        }
         let out = dots.add((b - unit.b0) * ROWS * PANEL);
         dot(b % 2, xq.add(b * BLOCK), job.k, job.values(unit.p, b), out);
     }
