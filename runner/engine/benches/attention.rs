@@ -13,12 +13,8 @@ use runner_engine::candle::cpu::attention::attention;
 use runner_engine::candle::runtime::kv_cache::StepLayout;
 use std::time::Instant;
 
-/// Varied values in [-1, 1].
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as f64 * 0.754_877_666 + seed as f64) * 12.9898).sin() as f32)
-        .collect()
-}
+mod common;
+use common::values;
 
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));

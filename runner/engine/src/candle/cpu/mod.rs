@@ -8,6 +8,7 @@ pub mod isa;
 pub mod kernels;
 pub mod lanes;
 pub mod packed;
+pub(crate) mod prefetch;
 pub mod quantized;
 pub mod vectorised;
 

@@ -24,6 +24,7 @@
 //! reads it, so a query gets the same bits whether its token is decoded or prefilled.
 
 use crate::candle::cpu::lanes::{Lanes, Scalar};
+use crate::candle::cpu::prefetch::into_l2;
 use crate::candle::cpu::vectorised::exp_shifted;
 
 /// Key slots per panel, and the columns of one value vector: one AVX-512 vector of f32.
@@ -346,31 +347,18 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
 const AHEAD: usize = 4;
 
 /// Asks for the `d` values of each of the 16 slots from `first` (rows `rs` apart) to be
-/// brought into the second-level cache. Only a hint: it reads nothing and cannot
-/// fault, so the slots may run past the data.
+/// brought into the second-level cache; the slots may run past the data.
 #[inline(always)]
 fn prefetch<E>(first: *const E, rs: usize, d: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        const LINE: usize = 64;
-        let size = std::mem::size_of::<E>();
+    let size = std::mem::size_of::<E>();
+    if rs == d {
         // Contiguous slots are one run of lines.
-        let (runs, bytes) = if rs == d {
-            (1, PANEL * d * size)
-        } else {
-            (PANEL, d * size)
-        };
-        for r in 0..runs {
-            let run = first.wrapping_add(r * rs).cast::<i8>();
-            for off in (0..bytes).step_by(LINE) {
-                // SAFETY: a prefetch is a hint; it neither reads memory nor faults.
-                unsafe { _mm_prefetch::<_MM_HINT_T1>(run.wrapping_add(off)) };
-            }
+        into_l2(first, PANEL * d * size);
+    } else {
+        for r in 0..PANEL {
+            into_l2(first.wrapping_add(r * rs), d * size);
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (first, rs, d);
 }
 
 /// `out[i][j]` (vector j of row i, at `out + i * o_rs + j * 16`) = the chain over

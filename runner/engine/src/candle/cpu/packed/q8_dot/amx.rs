@@ -11,6 +11,7 @@
 
 use super::{x86, Job, BLOCK, BLOCK_BYTES};
 use crate::candle::cpu::packed::PANEL;
+use crate::candle::cpu::prefetch::into_l2;
 use std::arch::asm;
 use std::arch::x86_64::*;
 use std::cell::Cell;
@@ -133,10 +134,7 @@ unsafe fn products(job: &Job, unit: Unit, dots: *mut i32) {
     let ahead = unit.r == 0 && unit.p + AHEAD < job.panels;
     for b in unit.b0..unit.b1 {
         if ahead {
-            let next = job.values(unit.p + AHEAD, b).cast::<i8>();
-            for line in (0..BLOCK_BYTES).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T1>(next.add(line));
-            }
+            into_l2(job.values(unit.p + AHEAD, b), BLOCK_BYTES);
         }
         let out = dots.add((b - unit.b0) * ROWS * PANEL);
         dot(b % 2, xq.add(b * BLOCK), job.k, job.values(unit.p, b), out);
