@@ -8,6 +8,7 @@ use crate::alloc_count::{self, AllocCount};
 use crate::candle::choice::nucleus;
 use crate::candle::choice::sampler::{self, StreamKey};
 use crate::candle::choice::step::{self, ChoiceStats, Reads};
+use crate::candle::runtime::workers;
 use crate::candle::Engine;
 use crate::peak_rss;
 use crate::{EngineError, RequestId, Sampling};
@@ -62,6 +63,19 @@ impl Engine {
     /// `new_tokens` steps for every row with `sampling`, ignoring stop tokens so that
     /// every configuration does the same work.
     pub fn bench_run(
+        &self,
+        prompts: &[Vec<u32>],
+        new_tokens: usize,
+        sampling: Sampling,
+    ) -> Result<BenchTimes, EngineError> {
+        // As a run decodes: on a worker of the pool, on the CPU (`runtime::workers`).
+        if self.device.is_cpu() {
+            return workers::on_worker(|| self.bench_run_here(prompts, new_tokens, sampling));
+        }
+        self.bench_run_here(prompts, new_tokens, sampling)
+    }
+
+    fn bench_run_here(
         &self,
         prompts: &[Vec<u32>],
         new_tokens: usize,

@@ -2,7 +2,7 @@
 //! and after an out-of-memory error runs what is left again with fewer rows.
 
 use crate::candle::runtime::scheduler::Demand;
-use crate::candle::runtime::{continuous, static_group};
+use crate::candle::runtime::{continuous, static_group, workers};
 use crate::candle::{Batching, Engine};
 use crate::{Backend, BatchStats, EngineError, Request, RequestId, Sample};
 use std::collections::HashSet;
@@ -45,6 +45,20 @@ impl Backend for Engine {
     }
 
     fn generate_each(
+        &mut self,
+        requests: &[Request],
+        on_sample: &mut dyn FnMut(Sample),
+    ) -> Result<(), EngineError> {
+        if !self.device.is_cpu() {
+            return self.generate_here(requests, on_sample);
+        }
+        workers::streamed_from_worker(|emit| self.generate_here(requests, emit), on_sample)
+    }
+}
+
+impl Engine {
+    /// [`Backend::generate_each`] on the calling thread.
+    fn generate_here(
         &mut self,
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),

@@ -12,3 +12,4 @@ pub mod phases;
 pub(crate) mod rows;
 pub(crate) mod scheduler;
 pub(crate) mod static_group;
+pub(crate) mod workers;
