@@ -36,7 +36,8 @@ pub(crate) fn streamed_from_worker<T: Send, R: Send>(
     rayon::in_place_scope(|scope| {
         let slot = &mut result;
         scope.spawn(move |_| {
-            // The receiver only goes away once this job has ended.
+            // A send fails only once the caller's callback has panicked, and the
+            // scope carries that panic on when this job ends.
             *slot = Some(work(&mut |item| tx.send(item).unwrap_or(())));
         });
         // Ends when the job drops its sender: it returned, or it panicked (and the
