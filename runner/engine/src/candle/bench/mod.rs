@@ -68,11 +68,10 @@ impl Engine {
         new_tokens: usize,
         sampling: Sampling,
     ) -> Result<BenchTimes, EngineError> {
-        // As a run decodes: on a worker of the pool, on the CPU (`runtime::workers`).
-        if self.device.is_cpu() {
-            return workers::on_worker(|| self.bench_run_here(prompts, new_tokens, sampling));
-        }
-        self.bench_run_here(prompts, new_tokens, sampling)
+        // Where a run decodes (`runtime::workers`).
+        workers::on_worker(&self.device, || {
+            self.bench_run_here(prompts, new_tokens, sampling)
+        })
     }
 
     fn bench_run_here(

@@ -49,10 +49,12 @@ impl Backend for Engine {
         requests: &[Request],
         on_sample: &mut dyn FnMut(Sample),
     ) -> Result<(), EngineError> {
-        if !self.device.is_cpu() {
-            return self.generate_here(requests, on_sample);
-        }
-        workers::streamed_from_worker(|emit| self.generate_here(requests, emit), on_sample)
+        let device = self.device.clone();
+        workers::streamed_from_worker(
+            &device,
+            |emit| self.generate_here(requests, emit),
+            on_sample,
+        )
     }
 }
 

@@ -8,13 +8,20 @@
 //! engine moves a whole run onto a worker, once: not each step, which would move the
 //! run between workers, and with it the allocator arena its tensors come from.
 
+use candle_core::Device;
 use std::sync::mpsc;
 
-/// `work`'s result, run on a worker of rayon's global pool (here, if this thread is
-/// one already). Only the bench's fixed runs use it.
+/// Whether work for `device` should move to a worker: on the CPU, from outside the pool.
+/// A GPU's kernels do not run in the pool.
+fn moves(device: &Device) -> bool {
+    device.is_cpu() && rayon::current_thread_index().is_none()
+}
+
+/// `work`'s result, run on a worker of rayon's global pool where [`moves`] says so,
+/// else here. Only the bench's fixed runs use it.
 #[cfg_attr(not(any(test, feature = "tools")), allow(dead_code))]
-pub(crate) fn on_worker<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    if rayon::current_thread_index().is_some() {
+pub(crate) fn on_worker<R: Send>(device: &Device, work: impl FnOnce() -> R + Send) -> R {
+    if !moves(device) {
         return work();
     }
     rayon::scope(|_| work())
@@ -25,10 +32,11 @@ pub(crate) fn on_worker<R: Send>(work: impl FnOnce() -> R + Send) -> R {
 /// callback need not be `Send` (the command line's writes a journal), and it now runs
 /// while the workers go on decoding.
 pub(crate) fn streamed_from_worker<T: Send, R: Send>(
+    device: &Device,
     work: impl FnOnce(&mut dyn FnMut(T)) -> R + Send,
     on_item: &mut dyn FnMut(T),
 ) -> R {
-    if rayon::current_thread_index().is_some() {
+    if !moves(device) {
         return work(on_item);
     }
     let (tx, rx) = mpsc::channel();
@@ -58,6 +66,7 @@ mod tests {
         let caller = std::thread::current().id();
         let mut seen = Vec::new();
         let result = streamed_from_worker(
+            &Device::Cpu,
             |emit| {
                 let on_pool = rayon::current_thread_index().is_some();
                 for i in 0..100 {
@@ -72,13 +81,14 @@ mod tests {
         );
         assert!(result, "the work ran outside rayon's pool");
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
-        assert!(on_worker(|| rayon::current_thread_index().is_some()));
+        assert!(on_worker(&Device::Cpu, || rayon::current_thread_index().is_some()));
     }
 
     #[test]
     fn a_panic_in_the_work_reaches_the_caller() {
         let caught = std::panic::catch_unwind(|| {
             streamed_from_worker(
+                &Device::Cpu,
                 |emit: &mut dyn FnMut(u32)| {
                     emit(1);
                     panic!("the work failed")
