@@ -10,7 +10,8 @@
 //! values with a second product, writing straight into the output.
 //!
 //! Keys and values are read where the cache holds them, in f32 or f16 (`--kv-cache
-//! f16`, widened exactly as they are loaded).
+//! f16`, widened exactly as they are loaded); the model's cache holds its keys in the
+//! fused products' panels (`SlotOrder::Panels`, the CPU kernels' `key_order`).
 //!
 //! The products are `products`' fused AVX-512 / AVX2 / scalar kernels (QK^T, the
 //! softmax and PV per tile of stacked query rows) when the head dimension is a whole
@@ -25,7 +26,7 @@
 //! decode step gives a query the bits a prefill gives it.
 
 use crate::candle::cpu::vectorised::exp_shifted;
-use crate::candle::runtime::kv_cache::StepLayout;
+use crate::candle::runtime::kv_cache::{SlotOrder, StepLayout};
 use candle_core::{bail, DType, Result, Storage, Tensor};
 use gemm::{product_pv, product_qk};
 use half::f16;
@@ -118,6 +119,19 @@ pub fn attention(
     window: Option<usize>,
     scale: f32,
 ) -> Result<Tensor> {
+    attention_in(q, (k, SlotOrder::Rows), v, layout, window, scale)
+}
+
+/// [`attention`] over keys whose slots are in `order`: in panels, `k` is a view of the
+/// first slots of a cache buffer holding them so (`KvCache::append_in`).
+pub fn attention_in(
+    q: &Tensor,
+    (k, order): (&Tensor, SlotOrder),
+    v: &Tensor,
+    layout: &StepLayout,
+    window: Option<usize>,
+    scale: f32,
+) -> Result<Tensor> {
     let (rows, heads, new, d) = q.dims4()?;
     let (k_rows, kv_heads, slots, k_d) = k.dims4()?;
     // The products below read raw memory by these dimensions: check them all.
@@ -134,14 +148,24 @@ pub fn attention(
         bail!("cpu attention: tensors do not match the step layout");
     }
     let fused = d.is_multiple_of(PANEL);
+    if order == SlotOrder::Panels {
+        // Each head's panels start at a panel's place in the buffer and run whole to
+        // the head's capacity.
+        let (s, at) = (k.stride(), k.layout().start_offset());
+        let whole = s[2] == d && s[1].is_multiple_of(PANEL * d) && at.is_multiple_of(PANEL * d);
+        if !fused || !whole || (k_rows > 1 && !s[0].is_multiple_of(PANEL * d)) {
+            bail!("cpu attention: keys in panels must be a cache's whole panels of heads of 16k values");
+        }
+    }
+    let how = (fused, order);
     match (k.dtype(), v.dtype()) {
-        (DType::F32, DType::F32) => attend_all::<f32>(q, k, v, layout, window, scale, fused),
+        (DType::F32, DType::F32) => attend_all::<f32>(q, k, v, layout, window, scale, how),
         // The `gemm` crate's products read f32: an f16 cache is widened for them.
         (DType::F16, DType::F16) if !fused => {
             let (k, v) = (k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
-            attend_all::<f32>(q, &k, &v, layout, window, scale, fused)
+            attend_all::<f32>(q, &k, &v, layout, window, scale, how)
         }
-        (DType::F16, DType::F16) => attend_all::<f16>(q, k, v, layout, window, scale, fused),
+        (DType::F16, DType::F16) => attend_all::<f16>(q, k, v, layout, window, scale, how),
         (kt, vt) => bail!("cpu attention: a key/value cache of {kt:?}/{vt:?}"),
     }
 }
@@ -154,7 +178,7 @@ fn attend_all<E: CacheElem + candle_core::WithDType>(
     layout: &StepLayout,
     window: Option<usize>,
     scale: f32,
-    fused: bool,
+    (fused, keys): (bool, SlotOrder),
 ) -> Result<Tensor> {
     let (rows, heads, new, d) = q.dims4()?;
     let kv_heads = k.dim(1)?;
@@ -179,6 +203,7 @@ fn attend_all<E: CacheElem + candle_core::WithDType>(
         window,
         isa: products::best_isa(),
         fused,
+        keys,
     };
     if new == 1 {
         // Decoding: one query per row; each task is one row's group of query heads
@@ -216,6 +241,8 @@ struct Step<'a> {
     /// Whether the products are the fused kernels' (`products`), for head dimensions of
     /// whole vectors; the `gemm` crate's otherwise.
     fused: bool,
+    /// How the keys' slots are held (panels only for the fused products).
+    keys: SlotOrder,
 }
 
 /// Splits each row's output into blocks of queries: its padding queries, then real
@@ -293,9 +320,12 @@ fn decode_group<E: CacheElem>(
             x.sums.resize(group, 0.0);
             let stacked = Stacked {
                 queries,
-                keys: Keys::Rows {
-                    keys: &k.data[k.at(b, h, 0)..],
-                    k_rs: k.stride[2],
+                keys: match at.keys {
+                    SlotOrder::Panels => Keys::Panels(&k.data[k.at(b, h, 0)..]),
+                    SlotOrder::Rows => Keys::Rows {
+                        keys: &k.data[k.at(b, h, 0)..],
+                        k_rs: k.stride[2],
+                    },
                 },
                 values: &v.data[v.at(b, h, 0)..],
                 v_rs: v.stride[2],
@@ -402,10 +432,16 @@ fn prefill_block<E: CacheElem>(
             stack_queries(&mut x.queries, q, &blk, h, group, d);
             if at.fused {
                 let keys = &k.data[k.at(b, h, 0)..];
-                products::pack_keys(at.isa, &mut x.keys, keys, k.stride[2], d, (lo, hi));
+                let keys = match at.keys {
+                    SlotOrder::Panels => Keys::Panels(keys),
+                    SlotOrder::Rows => {
+                        products::pack_keys(at.isa, &mut x.keys, keys, k.stride[2], d, (lo, hi));
+                        Keys::Packed(&x.keys)
+                    }
+                };
                 let stacked = Stacked {
                     queries: &x.queries,
-                    keys: Keys::Packed(&x.keys),
+                    keys,
                     values: &v.data[v.at(b, h, 0)..],
                     v_rs: v.stride[2],
                     d,
@@ -550,5 +586,7 @@ mod products;
 
 #[cfg(test)]
 mod f16_cache_tests;
+#[cfg(test)]
+mod key_panel_tests;
 #[cfg(test)]
 mod tests;

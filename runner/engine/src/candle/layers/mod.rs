@@ -10,7 +10,7 @@ mod embedding;
 pub mod kernels;
 mod names;
 mod proj;
-use crate::candle::runtime::kv_cache::StepLayout;
+use crate::candle::runtime::kv_cache::{KvCache, StepLayout};
 use candle_core::{DType, Device, Result, Tensor};
 pub use embedding::Embedding;
 use kernels::{CpuKernels, HeadDims, Kernels};
@@ -115,11 +115,21 @@ impl Mask {
     }
 }
 
-/// Scaled dot-product attention with grouped key/value heads, by the kernels the mask
-/// was built for. q: (rows, heads, new, d); k, v: (rows, kv_heads, slots, d), possibly
-/// views into larger cache buffers, read in place. Returns (rows, new, heads * d).
-pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Mask, scale: f64) -> Result<Tensor> {
-    mask.kernels.attention(q, k, v, mask, scale)
+/// Appends the step's keys and values of `layer` to `cache`, the keys in the order the
+/// mask's kernels read them in, and attends over all the layer's keys and values so
+/// far: scaled dot-product attention with grouped key/value heads, by those kernels.
+/// q: (rows, heads, new, d); k, v: (rows, kv_heads, new, d). Returns (rows, new, heads
+/// * d).
+pub fn attention(
+    q: &Tensor,
+    (k, v): (&Tensor, &Tensor),
+    (cache, layer): (&mut KvCache, usize),
+    mask: &Mask,
+    scale: f64,
+) -> Result<Tensor> {
+    let order = mask.kernels.key_order(k.dim(3)?);
+    let (k, v) = cache.append_in(layer, k, v, order)?;
+    mask.kernels.attention(q, &k, &v, mask, scale)
 }
 
 /// The query, key and value projections as one matrix product (their weights stacked

@@ -213,8 +213,7 @@ impl Attention {
         };
         let q = layers::apply_rope(&q, cos, sin)?;
         let k = layers::apply_rope(&k, cos, sin)?;
-        let (k, v) = cache.append(layer, &k, &v)?;
-        let y = attention(&q, &k, &v, mask, self.scale)?;
+        let y = attention(&q, (&k, &v), (cache, layer), mask, self.scale)?;
         self.o.forward(&y)
     }
 }

@@ -210,8 +210,8 @@ impl Attention {
     ) -> Result<Tensor> {
         let d = self.head_dim;
         let (q, k, v) = self.qkv.forward_rotated(x, &step.cos, &step.sin)?;
-        let (k, v) = cache.append(layer, &k, &v)?;
-        let y = attention(&q, &k, &v, &step.mask, 1.0 / (d as f64).sqrt())?;
+        let scale = 1.0 / (d as f64).sqrt();
+        let y = attention(&q, (&k, &v), (cache, layer), &step.mask, scale)?;
         self.o.forward(&y)
     }
 }

@@ -17,18 +17,20 @@
 //! them). Tiles skip what every row of theirs masks, to the nearest 16 keys: most of
 //! the upper triangle of a block's diagonal.
 //!
-//! The keys of a span are packed into panels of [`PANEL`] slots, depth-major
-//! (`[panel][d][16]`), so that a step of the QK chain is one vector load; the values
-//! are read in place, 16 columns of a slot's row being one vector. Decoding runs the
-//! same kernels on its group of query heads, packing each panel of keys just before it
-//! reads it, so a query gets the same bits whether its token is decoded or prefilled.
+//! The keys are read in panels of [`PANEL`] slots, depth-major (`[panel][d][16]`), so
+//! that a step of the QK chain is one vector load; the values are read in place, 16
+//! columns of a slot's row being one vector. The model's cache holds its keys in those
+//! panels (`SlotOrder::Panels`), so that a decode step reads each head's keys as one
+//! stream; keys held slot by slot are packed first. Decoding runs the same kernels on
+//! its group of query heads, so a query gets the same bits whether its token is decoded
+//! or prefilled, and whichever order its keys were held in (widening is exact).
 
 use crate::candle::cpu::lanes::{Lanes, Scalar};
 use crate::candle::cpu::prefetch::into_l2;
 use crate::candle::cpu::vectorised::exp_shifted;
 
 /// Key slots per panel, and the columns of one value vector: one AVX-512 vector of f32.
-pub const PANEL: usize = 16;
+pub use crate::candle::runtime::kv_cache::PANEL;
 
 pub use crate::candle::cpu::isa::{best_isa, Isa};
 
@@ -143,6 +145,9 @@ pub enum Keys<'a, E> {
     /// packed copy of the span once: packing the whole span first wrote and read that
     /// copy for nothing. The panels are the same, so the bits are too.
     Rows { keys: &'a [E], k_rs: usize },
+    /// In panels in the cache itself (`SlotOrder::Panels`): panel `p` of slots `16p..`
+    /// at `p * 16 * d`, whole up to `hi`'s.
+    Panels(&'a [E]),
 }
 
 /// One key head's stacked queries of a block, and what they attend to.
@@ -180,6 +185,10 @@ pub fn attend<E: CacheElem>(
     match s.keys {
         Keys::Packed(keys) => assert!(keys.len() >= stride * d, "attend: packed keys"),
         Keys::Rows { keys, k_rs } => assert!(keys.len() >= s.hi * k_rs + d, "attend: keys"),
+        Keys::Panels(keys) => assert!(
+            keys.len() >= (s.hi / PANEL + 1) * PANEL * d,
+            "attend: panels"
+        ),
     }
     assert!(s.values.len() >= (slots - 1) * s.v_rs + d, "attend: values");
     assert!(s
@@ -276,8 +285,27 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
     let mut p = p0;
     while p < p1 {
         let nv = if p + NV <= p1 { NV } else { 1 };
+        let dst = job.scores.add((p - base) * PANEL);
+        if let Keys::Panels(keys) = s.keys {
+            // The keys are one stream per head, which the hardware follows (asking for
+            // them ahead measured no faster); ask for these panels' values, which the
+            // value product reads once the scores are done.
+            let values = s.values.as_ptr().wrapping_add(p * PANEL * s.v_rs);
+            for j in 0..nv {
+                prefetch(values.wrapping_add(j * PANEL * s.v_rs), s.v_rs, d);
+            }
+            let keys = keys.as_ptr().add(p * PANEL * d);
+            if nv == NV {
+                product::<L, E, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
+            } else {
+                product::<L, E, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
+            }
+            p += nv;
+            continue;
+        }
         let keys = match s.keys {
             Keys::Packed(keys) => keys.as_ptr().add((p - base) * PANEL * d),
+            Keys::Panels(_) => unreachable!("read in place above"),
             Keys::Rows { keys, k_rs } => {
                 for j in 0..nv {
                     // A decode step streams the cache from memory, and the hardware
@@ -297,7 +325,6 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
                 job.panels.cast_const()
             }
         };
-        let dst = job.scores.add((p - base) * PANEL);
         if nv == NV {
             product::<L, f32, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
         } else {

@@ -9,7 +9,7 @@ use crate::candle::cpu::{self, GatedAct};
 use crate::candle::gguf::{held_as_q8_panels, FileRows, GgufPart};
 use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{Mask, Proj, Weights};
-use crate::candle::runtime::kv_cache::StepLayout;
+use crate::candle::runtime::kv_cache::{SlotOrder, StepLayout, PANEL};
 use crate::candle::weights::WeightFormat;
 use candle_core::quantized::{GgmlDType, QTensor, QuantizedType};
 use candle_core::{DType, Device, Result, Tensor};
@@ -158,6 +158,16 @@ impl Kernels for CpuKernels {
         Ok(None)
     }
 
+    /// Panels wherever the fused products read the keys (head dimensions of whole
+    /// vectors): a decode step then reads each head's keys as one stream, as its
+    /// products take them, instead of packing every panel as it goes.
+    fn key_order(&self, head_dim: usize) -> SlotOrder {
+        match head_dim.is_multiple_of(PANEL) {
+            true => SlotOrder::Panels,
+            false => SlotOrder::Rows,
+        }
+    }
+
     fn attention(
         &self,
         q: &Tensor,
@@ -166,7 +176,9 @@ impl Kernels for CpuKernels {
         mask: &Mask,
         scale: f64,
     ) -> Result<Tensor> {
-        cpu::attention::attention(q, k, v, &mask.layout, mask.window, scale as f32)
+        let order = self.key_order(k.dim(3)?);
+        let (layout, window) = (&mask.layout, mask.window);
+        cpu::attention::attention_in(q, (k, order), v, layout, window, scale as f32)
     }
 
     fn rms_norm(&self, x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {

@@ -9,7 +9,7 @@ use crate::candle::cpu::GatedAct;
 use crate::candle::gguf::GgufPart;
 use crate::candle::layers::kernels::{all_float, split_stacked, HeadDims, Kernels};
 use crate::candle::layers::{apply_rope, Mask, Proj, Weights};
-use crate::candle::runtime::kv_cache::StepLayout;
+use crate::candle::runtime::kv_cache::{SlotOrder, StepLayout};
 use crate::candle::weights::WeightFormat;
 use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor};
@@ -83,6 +83,10 @@ impl Kernels for GpuKernels {
         device: &Device,
     ) -> Result<Option<Tensor>> {
         dense_mask(layout, window, device).map(Some)
+    }
+
+    fn key_order(&self, _head_dim: usize) -> SlotOrder {
+        SlotOrder::Rows
     }
 
     fn attention(

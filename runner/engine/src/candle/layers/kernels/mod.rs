@@ -15,7 +15,7 @@ pub(crate) mod gpu;
 use crate::candle::cpu::GatedAct;
 use crate::candle::gguf::GgufPart;
 use crate::candle::layers::{Mask, Proj, Weights};
-use crate::candle::runtime::kv_cache::StepLayout;
+use crate::candle::runtime::kv_cache::{SlotOrder, StepLayout};
 use crate::candle::weights::WeightFormat;
 use candle_core::{DType, Device, Result, Tensor};
 pub use cpu::CpuKernels;
@@ -69,9 +69,13 @@ pub trait Kernels: std::fmt::Debug + Send + Sync {
         device: &Device,
     ) -> Result<Option<Tensor>>;
 
+    /// How a key/value cache should hold the keys of heads of `head_dim` values for
+    /// [`Kernels::attention`] to read them.
+    fn key_order(&self, head_dim: usize) -> SlotOrder;
+
     /// Scaled dot-product attention with grouped key/value heads. q: (rows, heads, new,
-    /// d); k, v: (rows, kv_heads, slots, d), possibly views into larger cache buffers.
-    /// Returns (rows, new, heads * d).
+    /// d); k, v: (rows, kv_heads, slots, d), possibly views into larger cache buffers,
+    /// the keys' slots in [`Kernels::key_order`]'s order. Returns (rows, new, heads * d).
     fn attention(
         &self,
         q: &Tensor,

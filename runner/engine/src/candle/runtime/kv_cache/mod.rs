@@ -7,8 +7,11 @@
 //! (to fork one prefill into several seeds), and caches of separately prefilled groups
 //! can be joined.
 
-use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CudaStorage, DType, InplaceOp2, Layout, Result, Tensor};
+mod place;
+
+use candle_core::{DType, Result, Tensor};
+use place::PlaceSlots;
+pub use place::{SlotOrder, PANEL};
 
 /// Keys and values live in buffers with room for more slots than they hold, written in
 /// place: appending by concatenation would copy the whole cache at every decode step.
@@ -17,6 +20,9 @@ pub struct KvCache {
     /// Per layer: key and value buffers, each (rows, kv_heads, capacity, head_dim); the
     /// first `slots` columns are in use.
     layers: Vec<Option<(Tensor, Tensor)>>,
+    /// How every layer's key buffer orders its slots (the values' are always rows),
+    /// as the first append asked for.
+    keys: SlotOrder,
     pad: Vec<usize>,
     slots: usize,
     /// Slots the next allocation should make room for (see [`KvCache::reserve`]).
@@ -102,6 +108,7 @@ impl KvCache {
             wanted: 0,
             selected_bytes: 0,
             store: None,
+            keys: SlotOrder::Rows,
         }
     }
 
@@ -114,10 +121,11 @@ impl KvCache {
     /// Makes room for `total` slots, so that decoding up to there never reallocates.
     pub fn reserve(&mut self, total: usize) -> Result<()> {
         self.wanted = total;
+        let (order, cap) = (self.keys, self.keys.capacity(total));
         for entry in self.layers.iter_mut().flatten() {
             if entry.0.dim(2)? < total {
-                let k = regrow(&entry.0, self.slots, total)?;
-                let v = regrow(&entry.1, self.slots, total)?;
+                let k = regrow(&entry.0, self.slots, cap, order)?;
+                let v = regrow(&entry.1, self.slots, cap, SlotOrder::Rows)?;
                 *entry = (k, v);
             }
         }
@@ -162,17 +170,37 @@ impl KvCache {
     /// Appends the step's keys and values of one layer; returns views of the layer's
     /// keys and values so far. Call once per layer, then [`KvCache::advance`].
     pub fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
-        let need = self.slots + k.dim(2)?;
+        self.append_in(layer, k, v, SlotOrder::Rows)
+    }
+
+    /// [`KvCache::append`], the keys held in `keys` order: that of the kernels that
+    /// read them (`Kernels::key_order`). A cache holds all its keys in one order.
+    pub fn append_in(
+        &mut self,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+        keys: SlotOrder,
+    ) -> Result<(Tensor, Tensor)> {
+        if keys != self.keys && self.layers.iter().any(Option::is_some) {
+            candle_core::bail!(
+                "appending keys in {keys:?} order to a cache holding them in {:?}",
+                self.keys
+            )
+        }
+        self.keys = keys;
+        let new = k.dim(2)?;
+        let need = self.slots + new;
         // Growth beyond the reservation: geometric, so appends stay amortised O(1).
-        let grown = need.max(self.wanted).max(need + need / 2);
+        let grown = keys.capacity(need.max(self.wanted).max(need + need / 2));
         let (bk, bv) = match self.layers[layer].take() {
             Some((bk, bv)) if bk.dim(2)? >= need => (bk, bv),
             Some((bk, bv)) => (
-                regrow(&bk, self.slots, grown)?,
-                regrow(&bv, self.slots, grown)?,
+                regrow(&bk, self.slots, grown, keys)?,
+                regrow(&bv, self.slots, grown, SlotOrder::Rows)?,
             ),
             None => {
-                let cap = need.max(self.wanted);
+                let cap = keys.capacity(need.max(self.wanted));
                 let (rows, heads, _, d) = k.dims4()?;
                 let dtype = self.store.unwrap_or(k.dtype());
                 (
@@ -181,7 +209,17 @@ impl KvCache {
                 )
             }
         };
-        bk.slice_set(&k.to_dtype(bk.dtype())?.contiguous()?, 2, self.slots)?;
+        let k = k.to_dtype(bk.dtype())?.contiguous()?;
+        match keys {
+            SlotOrder::Rows => bk.slice_set(&k, 2, self.slots)?,
+            SlotOrder::Panels => bk.inplace_op2(
+                &k,
+                &PlaceSlots {
+                    into: SlotOrder::Panels,
+                    ..PlaceSlots::all_rows(&k, 0, new, self.slots, SlotOrder::Rows)
+                },
+            )?,
+        }
         bv.slice_set(&v.to_dtype(bv.dtype())?.contiguous()?, 2, self.slots)?;
         let views = (bk.narrow(2, 0, need)?, bv.narrow(2, 0, need)?);
         self.layers[layer] = Some((bk, bv));
@@ -207,7 +245,7 @@ impl KvCache {
             candle_core::bail!("selecting row {bad} of a cache of {} rows", self.rows())
         }
         let pad: Vec<usize> = rows.iter().map(|&r| self.pad[r]).collect();
-        let drop = pad.iter().copied().min().unwrap_or(0);
+        let drop = self.droppable(pad.iter().copied().min().unwrap_or(0));
         for (k, v) in self.layers.iter_mut().flatten() {
             let (_, heads, cap, d) = k.dims4()?;
             let place = PlaceSlots {
@@ -216,9 +254,11 @@ impl KvCache {
                 len: self.slots - drop,
                 to: 0,
                 at: 0,
+                from: SlotOrder::Rows,
+                into: SlotOrder::Rows,
             };
             let shape = (rows.len(), heads, cap - drop, d);
-            *k = place.onto_zeros(k, shape)?;
+            *k = place.in_order(self.keys).onto_zeros(k, shape)?;
             *v = place.onto_zeros(v, shape)?;
             self.selected_bytes +=
                 2 * rows.len() * heads * place.len * d * k.dtype().size_in_bytes();
@@ -248,15 +288,20 @@ impl KvCache {
     /// Drops leading columns that are padding in every row: after long sequences leave
     /// the batch, the others no longer pay attention over their padding.
     fn trim(&mut self) -> Result<()> {
-        let drop = self.pad.iter().copied().min().unwrap_or(0);
+        let drop = self.droppable(self.pad.iter().copied().min().unwrap_or(0));
         if drop == 0 {
             return Ok(());
         }
         let keep = self.slots - drop;
         for (k, v) in self.layers.iter_mut().flatten() {
-            let cap = k.dim(2)? - drop;
-            *k = regrow(&k.narrow(2, drop, keep)?, keep, cap)?;
-            *v = regrow(&v.narrow(2, drop, keep)?, keep, cap)?;
+            let (rows, heads, cap, d) = k.dims4()?;
+            let cap = cap - drop;
+            *k = match self.keys {
+                SlotOrder::Rows => regrow(&k.narrow(2, drop, keep)?, keep, cap, self.keys)?,
+                SlotOrder::Panels => PlaceSlots::all_rows(k, drop, keep, 0, self.keys)
+                    .onto_zeros(k, (rows, heads, cap, d))?,
+            };
+            *v = regrow(&v.narrow(2, drop, keep)?, keep, cap, SlotOrder::Rows)?;
         }
         self.pad.iter_mut().for_each(|p| *p -= drop);
         self.slots = keep;
@@ -299,11 +344,12 @@ impl KvCache {
         };
         let layers = first.0.cache().layers.len();
         let first_store = first.0.cache().store;
+        let order = first.0.cache().keys;
         // Per part: the slots in use after its own shared padding.
         let mut lens = Vec::with_capacity(parts.len());
         for (c, rows) in &parts {
             let c = c.cache();
-            if c.layers.len() != layers {
+            if c.layers.len() != layers || c.keys != order {
                 candle_core::bail!("joining caches of different models")
             }
             if let Some(&bad) = rows.iter().find(|&&r| r >= c.rows()) {
@@ -313,7 +359,7 @@ impl KvCache {
             lens.push((drop, c.slots - drop));
         }
         let slots = lens.iter().map(|l| l.1).max().unwrap_or(0);
-        let cap = capacity.max(slots);
+        let cap = order.capacity(capacity.max(slots));
         let mut pad = Vec::new();
         for ((c, rows), &(drop, len)) in parts.iter().zip(&lens) {
             let c = c.cache();
@@ -343,8 +389,10 @@ impl KvCache {
                     len,
                     to: slots - len,
                     at,
+                    from: SlotOrder::Rows,
+                    into: SlotOrder::Rows,
                 };
-                jk.inplace_op2(k, &place)?;
+                jk.inplace_op2(k, &place.in_order(order))?;
                 jv.inplace_op2(v, &place)?;
                 at += rows.len();
             }
@@ -364,6 +412,7 @@ impl KvCache {
             wanted: 0,
             selected_bytes: 0,
             store: first_store,
+            keys: order,
         })
     }
 
@@ -383,7 +432,7 @@ impl KvCache {
         }
         let first = src.pad[src_row];
         let len = src.slots - first;
-        if len > self.slots || src.layers.len() != self.layers.len() {
+        if len > self.slots || src.layers.len() != self.layers.len() || src.keys != self.keys {
             candle_core::bail!(
                 "placing a row of {len} slots into a cache of {} slots",
                 self.slots
@@ -395,12 +444,14 @@ impl KvCache {
             len,
             to: self.slots - len,
             at,
+            from: SlotOrder::Rows,
+            into: SlotOrder::Rows,
         };
         for (dst, from) in self.layers.iter().zip(&src.layers) {
             let (Some((dk, dv)), Some((sk, sv))) = (dst, from) else {
                 candle_core::bail!("placing into or from a cache that was never filled")
             };
-            dk.inplace_op2(sk, &place)?;
+            dk.inplace_op2(sk, &place.in_order(self.keys))?;
             dv.inplace_op2(sv, &place)?;
             let (_, heads, _, d) = sk.dims4()?;
             self.selected_bytes += 2 * heads * len * d * sk.dtype().size_in_bytes();
@@ -413,6 +464,21 @@ impl KvCache {
     /// made.
     pub fn selected_bytes(&self) -> usize {
         self.selected_bytes
+    }
+
+    /// How many of `pad` leading slots a copy can drop: with keys in panels, whole
+    /// panels only, so that the copy moves them whole and the capacity stays whole
+    /// panels (the few slots kept are padding, which no query reads).
+    fn droppable(&self, pad: usize) -> usize {
+        match self.keys {
+            SlotOrder::Rows => pad,
+            SlotOrder::Panels => pad / PANEL * PANEL,
+        }
+    }
+
+    /// How the cache holds its keys' slots.
+    pub fn key_order(&self) -> SlotOrder {
+        self.keys
     }
 
     /// Bytes held by key and value buffers (used and reserved).
@@ -470,93 +536,12 @@ pub fn join_peak_bytes(owned: usize, shared: usize, joined: usize, layers: usize
     first.max(last) + shared
 }
 
-/// Copies slots `first..first + len` of the chosen rows of a (rows, heads, capacity, d)
-/// buffer into rows `at..` of another such buffer, from slot `to` on. A run of
-/// consecutive source rows is one 2-D copy (heads x run lines), so dropping finished
-/// rows costs a copy per run of survivors, a fork one per row.
-struct PlaceSlots {
-    rows: Vec<usize>,
-    first: usize,
-    len: usize,
-    to: usize,
-    at: usize,
-}
-
-impl PlaceSlots {
-    /// A new zeroed buffer of `shape` with the chosen slots placed in it.
-    fn onto_zeros(&self, src: &Tensor, shape: (usize, usize, usize, usize)) -> Result<Tensor> {
-        let dst = Tensor::zeros(shape, src.dtype(), src.device())?;
-        dst.inplace_op2(src, self)?;
-        Ok(dst)
-    }
-
-    fn run<S: BackendStorage>(
-        &self,
-        dst: &mut S,
-        dst_l: &Layout,
-        src: &S,
-        src_l: &Layout,
-    ) -> Result<()> {
-        let (src_rows, heads, src_cap, d) = src_l.shape().dims4()?;
-        let (dst_rows, dst_heads, cap, dst_d) = dst_l.shape().dims4()?;
-        let fits = self.first + self.len <= src_cap
-            && self.to + self.len <= cap
-            && self.at + self.rows.len() <= dst_rows
-            && self.rows.iter().all(|&r| r < src_rows)
-            && (heads, d) == (dst_heads, dst_d);
-        if !src_l.is_contiguous() || !dst_l.is_contiguous() || !fits {
-            candle_core::bail!("place-slots: contiguous buffers with the rows and slots asked for")
-        }
-        let mut i = 0;
-        while i < self.rows.len() {
-            let mut run = 1;
-            while i + run < self.rows.len() && self.rows[i + run] == self.rows[i] + run {
-                run += 1;
-            }
-            src.copy2d(
-                dst,
-                run * heads,
-                self.len * d,
-                src_cap * d,
-                cap * d,
-                src_l.start_offset() + (self.rows[i] * heads * src_cap + self.first) * d,
-                dst_l.start_offset() + ((self.at + i) * heads * cap + self.to) * d,
-            )?;
-            i += run;
-        }
-        Ok(())
-    }
-}
-
-impl InplaceOp2 for PlaceSlots {
-    fn name(&self) -> &'static str {
-        "place-slots"
-    }
-
-    fn cpu_fwd(
-        &self,
-        dst: &mut CpuStorage,
-        dst_l: &Layout,
-        src: &CpuStorage,
-        src_l: &Layout,
-    ) -> Result<()> {
-        self.run(dst, dst_l, src, src_l)
-    }
-
-    fn cuda_fwd(
-        &self,
-        dst: &mut CudaStorage,
-        dst_l: &Layout,
-        src: &CudaStorage,
-        src_l: &Layout,
-    ) -> Result<()> {
-        self.run(dst, dst_l, src, src_l)
-    }
-}
-
-/// A new buffer of `cap` slots holding the first `used` slots of `t`.
-fn regrow(t: &Tensor, used: usize, cap: usize) -> Result<Tensor> {
+/// A new buffer of `cap` slots holding the first `used` slots of `t`, in `order`.
+fn regrow(t: &Tensor, used: usize, cap: usize, order: SlotOrder) -> Result<Tensor> {
     let (rows, heads, _, d) = t.dims4()?;
+    if order == SlotOrder::Panels {
+        return PlaceSlots::all_rows(t, 0, used, 0, order).onto_zeros(t, (rows, heads, cap, d));
+    }
     let out = Tensor::zeros((rows, heads, cap, d), t.dtype(), t.device())?;
     if used > 0 {
         out.slice_set(&t.narrow(2, 0, used)?.contiguous()?, 2, 0)?;

@@ -1,3 +1,4 @@
+use crate::candle::runtime::kv_cache::place::PlaceSlots;
 use crate::candle::runtime::kv_cache::*;
 use candle_core::Device;
 
@@ -405,5 +406,95 @@ fn a_cache_storing_f16_rounds_what_is_appended_and_keeps_f16_through_its_copies(
                 .all(|&x| x == third.1));
         }
     }
+    Ok(())
+}
+
+/// Each row's real slots of layer `l` (keys, then values), whatever order the cache
+/// holds its keys in.
+fn real_slots(c: &KvCache, l: usize) -> Result<Vec<Vec<f32>>> {
+    let (k, v) = c.layers[l].clone().expect("a filled layer");
+    let (rows, heads, cap, d) = k.dims4()?;
+    let k = PlaceSlots {
+        into: SlotOrder::Rows,
+        ..PlaceSlots::all_rows(&k, 0, c.slots(), 0, c.key_order())
+    }
+    .onto_zeros(&k, (rows, heads, cap, d))?;
+    let mut out = Vec::new();
+    for (b, &pad) in c.pad().iter().enumerate() {
+        let real = |t: &Tensor| -> Result<Vec<f32>> {
+            t.narrow(0, b, 1)?
+                .narrow(2, pad, c.slots() - pad)?
+                .flatten_all()?
+                .to_vec1::<f32>()
+        };
+        out.push([real(&k)?, real(&v)?].concat());
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_cache_holding_keys_in_panels_keeps_the_same_keys_through_every_copy() -> Result<()> {
+    // Two caches, keys in panels and by slot, through the same appends, growth beyond
+    // the reservation, a fork, drops of padding shared by every row (a whole panel and
+    // less), a join of parts of different lengths and a newcomer placed into a row:
+    // every row's real slots stay the same in both.
+    let (heads, d, layers) = (2, 16, 2);
+    let kv = |rows: usize, slots: usize, seed: f32| -> Result<Tensor> {
+        let n = rows * heads * slots * d;
+        let data: Vec<f32> = (0..n).map(|i| seed + i as f32).collect();
+        Tensor::from_vec(data, (rows, heads, slots, d), &Device::Cpu)
+    };
+    let fill = |order: SlotOrder, pad: Vec<usize>, slots: usize, seed: f32| -> Result<KvCache> {
+        let rows = pad.len();
+        let mut c = KvCache::new(layers, pad);
+        c.reserve(slots + 2)?;
+        for l in 0..layers {
+            let t = kv(rows, slots, seed + 1e5 * l as f32)?;
+            c.append_in(l, &t, &(&t * -1.0)?, order)?;
+        }
+        c.advance(slots);
+        // Decode steps, past the reservation.
+        for step in 0..5 {
+            for l in 0..layers {
+                let t = kv(rows, 1, seed - 1e4 * (step + 1) as f32)?;
+                c.append_in(l, &t, &(&t * 2.0)?, order)?;
+            }
+            c.advance(1);
+        }
+        Ok(c)
+    };
+    let same = |a: &KvCache, b: &KvCache, what: &str| -> Result<()> {
+        assert_eq!(b.key_order(), SlotOrder::Panels);
+        assert_eq!(b.capacity() % PANEL, 0, "{what}: whole panels");
+        assert_eq!(a.lengths(), b.lengths(), "{what}: lengths");
+        for l in 0..layers {
+            assert_eq!(real_slots(a, l)?, real_slots(b, l)?, "{what}: layer {l}");
+        }
+        Ok(())
+    };
+    let [mut rows, mut panels] = [SlotOrder::Rows, SlotOrder::Panels]
+        .map(|o| fill(o, vec![0, 21, 37, 18], 40, 0.0).expect("filled"));
+    same(&rows, &panels, "appended")?;
+    rows.select(&[2, 1, 1, 3])?;
+    panels.select(&[2, 1, 1, 3])?;
+    same(&rows, &panels, "forked, 18 slots of padding dropped")?;
+    assert_eq!(panels.pad(), &[21, 5, 5, 2], "a whole panel dropped");
+    rows.select(&[0])?;
+    panels.select(&[0])?;
+    same(&rows, &panels, "one row kept")?;
+    let other = |o| fill(o, vec![0, 3], 23, 5e5);
+    let newcomer = |o| fill(o, vec![2], 9, 7e5);
+    let rows = KvCache::join(vec![rows, other(SlotOrder::Rows)?], 50)?;
+    let panels = KvCache::join(vec![panels, other(SlotOrder::Panels)?], 50)?;
+    same(&rows, &panels, "joined")?;
+    let (mut rows, mut panels) = (rows, panels);
+    rows.place(1, &newcomer(SlotOrder::Rows)?, 0)?;
+    panels.place(1, &newcomer(SlotOrder::Panels)?, 0)?;
+    same(&rows, &panels, "placed")?;
+    // Caches holding their keys in different orders are not mixed.
+    assert!(panels.place(0, &newcomer(SlotOrder::Rows)?, 0).is_err());
+    assert!(panels
+        .append_in(0, &kv(3, 1, 0.0)?, &kv(3, 1, 0.0)?, SlotOrder::Rows)
+        .is_err());
     Ok(())
 }
