@@ -1,7 +1,8 @@
 //! Milliseconds per step of the CPU attention kernel over Gemma 3 270M's 18 layers (4
 //! query heads on one key head of 256; 3 global layers, 15 through a 512-slot window),
 //! 1,628 slots, with an f32 and an f16 cache: a decode step at 1, 8 and 32 rows, and one
-//! 128-query prefill chunk; and the cache bytes the step reads per second.
+//! 128-query prefill chunk; and the cache bytes the step reads per second. The keys are
+//! held in panels, as the model's cache holds them on the CPU, and by slot ("rows").
 //!
 //!     cargo bench -p runner-engine --bench attention [-- FILTER]
 //!
@@ -9,8 +10,8 @@
 //! comparing the kernel with itself, before and after a change, on an idle machine.
 
 use candle_core::{DType, Device, Tensor};
-use runner_engine::candle::cpu::attention::attention;
-use runner_engine::candle::runtime::kv_cache::StepLayout;
+use runner_engine::candle::cpu::attention::attention_in;
+use runner_engine::candle::runtime::kv_cache::{KvCache, SlotOrder, StepLayout};
 use std::time::Instant;
 
 mod common;
@@ -34,8 +35,14 @@ fn main() {
             if phase == "prefill" && rows != 1 {
                 continue;
             }
-            for dtype in [DType::F32, DType::F16] {
-                let label = format!("{phase} {rows} {dtype:?}");
+            for (dtype, order) in [DType::F32, DType::F16]
+                .into_iter()
+                .flat_map(|t| [(t, SlotOrder::Panels), (t, SlotOrder::Rows)])
+            {
+                let label = match order {
+                    SlotOrder::Panels => format!("{phase} {rows} {dtype:?}"),
+                    SlotOrder::Rows => format!("{phase} {rows} {dtype:?} rows"),
+                };
                 if filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
                     continue;
                 }
@@ -56,10 +63,15 @@ fn main() {
                     .to_dtype(dtype)
                     .unwrap()
                 };
-                let caches: Vec<(Tensor, Tensor)> = (0..windows.len() as u64)
-                    .map(|l| (kv(2 + 2 * l), kv(3 + 2 * l)))
-                    .collect();
                 let pad: Vec<usize> = (0..rows).map(|b| b * 7).collect();
+                // Written as a model's cache writes them.
+                let caches: Vec<(Tensor, Tensor)> = (0..windows.len() as u64)
+                    .map(|l| {
+                        let mut cache = KvCache::new(1, pad.clone());
+                        let (k, v) = (kv(2 + 2 * l), kv(3 + 2 * l));
+                        cache.append_in(0, &k, &v, order).unwrap()
+                    })
+                    .collect();
                 let layout = StepLayout {
                     past: slots - new,
                     new,
@@ -68,7 +80,9 @@ fn main() {
                 let scale = 1.0 / (d as f32).sqrt();
                 let step = || {
                     for ((k, v), &window) in caches.iter().zip(&windows) {
-                        std::hint::black_box(attention(&q, k, v, &layout, window, scale).unwrap());
+                        std::hint::black_box(
+                            attention_in(&q, (k, order), v, &layout, window, scale).unwrap(),
+                        );
                     }
                 };
                 step();
