@@ -344,12 +344,18 @@ impl KvCache {
         };
         let layers = first.0.cache().layers.len();
         let first_store = first.0.cache().store;
-        let order = first.0.cache().keys;
+        // The order of the parts' keys (a part never filled has none yet).
+        let filled = |c: &KvCache| c.layers.iter().any(Option::is_some);
+        let order = parts
+            .iter()
+            .map(|p| p.0.cache())
+            .find(|&c| filled(c))
+            .map_or(SlotOrder::Rows, |c| c.keys);
         // Per part: the slots in use after its own shared padding.
         let mut lens = Vec::with_capacity(parts.len());
         for (c, rows) in &parts {
             let c = c.cache();
-            if c.layers.len() != layers || c.keys != order {
+            if c.layers.len() != layers || (filled(c) && c.keys != order) {
                 candle_core::bail!("joining caches of different models")
             }
             if let Some(&bad) = rows.iter().find(|&&r| r >= c.rows()) {
