@@ -1,7 +1,7 @@
 //! Attention over an f16 key/value cache (`--kv-cache f16`): the bits of attention over
 //! an f32 cache holding the same rounded values, on every instruction set.
 
-use super::tests::{attend_on, block_spans, max_diff, noise, operands, Operands};
+use super::tests::{attend_on, block_spans, four_tokens, max_diff, noise, operands, Operands};
 use super::*;
 use crate::candle::cpu::isa::available_isas;
 use candle_core::{DType, Device};
@@ -58,11 +58,7 @@ fn an_f16_cache_gives_the_bits_of_an_f32_cache_holding_its_values() -> Result<()
 #[test]
 fn a_cache_of_another_dtype_is_refused() -> Result<()> {
     let dev = Device::Cpu;
-    let layout = StepLayout {
-        past: 0,
-        new: 4,
-        pad: vec![0],
-    };
+    let layout = four_tokens();
     let q = Tensor::zeros((1, 2, 4, 16), DType::F32, &dev)?;
     let k = Tensor::zeros((1, 1, 4, 16), DType::BF16, &dev)?;
     let err = attention(&q, &k, &k, &layout, None, 1.0).unwrap_err();

@@ -1,7 +1,7 @@
 //! Keys held in a cache's panels (`SlotOrder::Panels`): the bits of keys held slot by
 //! slot, on every instruction set, through the cache's writes and the model's views.
 
-use super::tests::{block_spans, noise, operands};
+use super::tests::{block_spans, four_tokens, noise, operands};
 use super::*;
 use crate::candle::cpu::isa::available_isas;
 use crate::candle::runtime::kv_cache::KvCache;
@@ -149,31 +149,16 @@ fn a_cache_holding_keys_in_panels_gives_the_bits_of_one_holding_them_by_slot() -
 #[test]
 fn keys_in_panels_that_do_not_start_on_a_panel_are_refused() -> Result<()> {
     let dev = Device::Cpu;
-    let layout = StepLayout {
-        past: 0,
-        new: 4,
-        pad: vec![0],
-    };
     let q = Tensor::zeros((1, 2, 4, 16), DType::F32, &dev)?;
     let k = Tensor::zeros((1, 1, 32, 16), DType::F32, &dev)?;
-    let err = attention_in(
-        &q,
-        (&k.narrow(2, 3, 4)?, SlotOrder::Panels),
-        &k.narrow(2, 3, 4)?,
-        &layout,
-        None,
-        1.0,
-    )
-    .unwrap_err();
+    // Four slots of the buffer from slot `first`, read as keys in panels.
+    let from = |first: usize| -> Result<Tensor> {
+        let kv = k.narrow(2, first, 4)?;
+        attention_in(&q, (&kv, SlotOrder::Panels), &kv, &four_tokens(), None, 1.0)
+    };
+    let err = from(3).unwrap_err();
     assert!(err.to_string().contains("whole panels"), "{err}");
     // The same keys from the buffer's first slot are read.
-    attention_in(
-        &q,
-        (&k.narrow(2, 0, 4)?, SlotOrder::Panels),
-        &k.narrow(2, 0, 4)?,
-        &layout,
-        None,
-        1.0,
-    )?;
+    from(0)?;
     Ok(())
 }

@@ -98,14 +98,19 @@ fn fused_attention_matches_masked_dense_attention() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn shapes_that_do_not_fit_are_refused_before_any_read() -> Result<()> {
-    let dev = Device::Cpu;
-    let layout = StepLayout {
+/// The layout of one unpadded prompt's first four tokens.
+pub(super) fn four_tokens() -> StepLayout {
+    StepLayout {
         past: 0,
         new: 4,
         pad: vec![0],
-    };
+    }
+}
+
+#[test]
+fn shapes_that_do_not_fit_are_refused_before_any_read() -> Result<()> {
+    let dev = Device::Cpu;
+    let layout = four_tokens();
     let q = Tensor::zeros((1, 4, 4, 8), DType::F32, &dev)?;
     let k = Tensor::zeros((1, 2, 4, 8), DType::F32, &dev)?;
     let short_v = Tensor::zeros((1, 2, 3, 8), DType::F32, &dev)?;
