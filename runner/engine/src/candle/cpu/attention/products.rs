@@ -295,11 +295,7 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
                 prefetch(values.wrapping_add(j * PANEL * s.v_rs), s.v_rs, d);
             }
             let keys = keys.as_ptr().add(p * PANEL * d);
-            if nv == NV {
-                product::<L, E, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
-            } else {
-                product::<L, E, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
-            }
+            scores::<L, E, MR, NV>(q, d, keys, nv == NV, dst, job.stride);
             p += nv;
             continue;
         }
@@ -325,11 +321,7 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
                 job.panels.cast_const()
             }
         };
-        if nv == NV {
-            product::<L, f32, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
-        } else {
-            product::<L, f32, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, job.stride);
-        }
+        scores::<L, f32, MR, NV>(q, d, keys, nv == NV, dst, job.stride);
         p += nv;
     }
     // Softmax of each row over its own span.
@@ -367,6 +359,24 @@ unsafe fn tile<L: Lanes, E: CacheElem, const MR: usize, const NV: usize>(job: &J
             product::<L, E, MR, 1>(probs, job.stride, v, s.v_rs, PANEL, steps, out.add(c), d);
             c += PANEL;
         }
+    }
+}
+
+/// The scores of `MR` query rows (`q`, `d` apart) against `NV` panels of keys from
+/// `keys` (`wide`) or one, into `dst` (rows `stride` apart).
+#[inline(always)]
+unsafe fn scores<L: Lanes, B: CacheElem, const MR: usize, const NV: usize>(
+    q: *const f32,
+    d: usize,
+    keys: *const B,
+    wide: bool,
+    dst: *mut f32,
+    stride: usize,
+) {
+    if wide {
+        product::<L, B, MR, NV>(q, d, keys, PANEL, PANEL * d, d, dst, stride);
+    } else {
+        product::<L, B, MR, 1>(q, d, keys, PANEL, PANEL * d, d, dst, stride);
     }
 }
 
