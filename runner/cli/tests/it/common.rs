@@ -56,6 +56,18 @@ pub fn scratch(name: &str) -> PathBuf {
         |s| s.to_string_lossy().replace('_', "-"),
     );
     let dir = std::env::temp_dir().join(format!("{stem}-{name}-{}", std::process::id()));
+    // Tests run in parallel threads of one process: two handed the same folder remove
+    // and rewrite each other's files, and fail only when the timing says so. Refuse
+    // the second at once instead.
+    static GIVEN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        !given.contains(&dir),
+        "scratch folder {} handed out twice in one run: give each test its own name",
+        dir.display()
+    );
+    given.push(dir.clone());
+    drop(given);
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }

@@ -55,8 +55,8 @@ impl Drop for Scratch {
 #[test]
 fn teacher_forcing_gives_back_the_engines_own_greedy_continuation() {
     for (arch, tag, quantization) in [
-        (Arch::Qwen2, "qwen2", None),
-        (Arch::Llama, "llama-q8_0", Some(Quantization::Q8_0)),
+        (Arch::Qwen2, "own-qwen2", None),
+        (Arch::Llama, "own-llama-q8_0", Some(Quantization::Q8_0)),
     ] {
         let (_dir, files) = fixture(arch, tag);
         let mut e = load(&files, quantization);
@@ -86,7 +86,7 @@ fn q8_0_picks_f32s_greedy_token_at_nearly_every_forced_position_on_long_prompts(
         (Arch::Gemma3, "gemma3"),
         (Arch::Phi3, "phi3"),
     ] {
-        let (_dir, files) = fixture(arch, tag);
+        let (_dir, files) = fixture(arch, &format!("q8-{tag}"));
         let mut f32 = load(&files, None);
         let q8 = load(&files, Some(Quantization::Q8_0));
         let (mut same, mut total) = (0, 0);

@@ -105,12 +105,12 @@ fn an_endpoint_whose_answers_are_not_openai_shaped_is_told_to_add_v1_at_once() {
     // answer where the model list should be.
     let native = r#"{"content":"Hello","stop":true,"tokens_predicted":1}"#;
     let lists = [model_list("m"), r#"{"status":"ok"}"#.to_string()];
-    for list in lists {
+    for (i, list) in lists.into_iter().enumerate() {
         let stub = Stub::start(move |c: &Call| match c.method.as_str() {
             "GET" => (200, list.clone()),
             _ => (200, native.to_string()),
         });
-        let dir = scratch("native");
+        let dir = scratch(&format!("native-{i}"));
         // A run that retried these would wait out the 600 s window (and be killed).
         let out = served_run(&stub.url(""), &dir, &["--retry-for", "600"]);
         assert!(!out.status.success());
