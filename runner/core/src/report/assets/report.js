@@ -302,6 +302,16 @@
     document.body.dataset.ready = '1';
   }
 
-  // After the first paint: the tables show while the samples inflate.
-  requestAnimationFrame(() => setTimeout(start, 0));
+  // After the first paint, so that the tables show while the samples inflate; or after
+  // a short wait where no frame comes soon (a tab opened in the background, a headless
+  // browser on a busy machine), so that the browser never waits on a frame to start.
+  let started = false;
+  const startOnce = () => {
+    if (!started) {
+      started = true;
+      start();
+    }
+  };
+  requestAnimationFrame(() => setTimeout(startOnce, 0));
+  setTimeout(startOnce, 250);
 })();
