@@ -1,7 +1,9 @@
 //! Attention over an f16 key/value cache (`--kv-cache f16`): the bits of attention over
 //! an f32 cache holding the same rounded values, on every instruction set.
 
-use super::tests::{attend_on, block_spans, four_tokens, max_diff, noise, operands, Operands};
+use super::tests::{
+    attend_on, attend_stacked, block_spans, four_tokens, max_diff, noise, operands, Operands,
+};
 use super::*;
 use crate::candle::cpu::isa::available_isas;
 use candle_core::{DType, Device};
@@ -84,23 +86,11 @@ fn attend_f16_rows(
             .collect::<Vec<_>>()
     };
     let (k, v) = (half(&o.k), half(&o.v));
-    let stacked = Stacked {
-        queries: &o.q[..spans.len() * d],
-        keys: Keys::Rows {
-            keys: &k,
-            k_rs: o.rs,
-        },
-        values: &v,
-        v_rs: o.rs,
-        d,
-        scale: 0.3,
-        spans,
-        lo,
-        hi,
+    let keys = Keys::Rows {
+        keys: &k,
+        k_rs: o.rs,
     };
-    let (mut out, mut sums) = (vec![0f32; spans.len() * d], vec![0f32; spans.len()]);
-    products::attend(isa, &stacked, &mut Vec::new(), &mut out, &mut sums);
-    (out, sums)
+    attend_stacked(isa, (&o.q, keys, &v, o.rs), d, spans, (lo, hi))
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Keys held in a cache's panels (`SlotOrder::Panels`): the bits of keys held slot by
 //! slot, on every instruction set, through the cache's writes and the model's views.
 
-use super::tests::{block_spans, four_tokens, noise, operands};
+use super::tests::{attend_stacked, block_spans, four_tokens, noise, operands};
 use super::*;
 use crate::candle::cpu::isa::available_isas;
 use crate::candle::runtime::kv_cache::KvCache;
@@ -27,19 +27,7 @@ fn attend_keys<E: CacheElem>(
     spans: &[(usize, usize)],
     (lo, hi): (usize, usize),
 ) -> Vec<u32> {
-    let stacked = Stacked {
-        queries: &q[..spans.len() * d],
-        keys,
-        values,
-        v_rs,
-        d,
-        scale: 0.3,
-        spans,
-        lo,
-        hi,
-    };
-    let (mut out, mut sums) = (vec![0f32; spans.len() * d], vec![0f32; spans.len()]);
-    products::attend(isa, &stacked, &mut Vec::new(), &mut out, &mut sums);
+    let (out, sums) = attend_stacked(isa, (q, keys, values, v_rs), d, spans, (lo, hi));
     out.iter().chain(&sums).map(|x| x.to_bits()).collect()
 }
 

@@ -202,11 +202,29 @@ pub(super) fn attend_on(
 ) -> (Vec<f32>, Vec<f32>) {
     let mut keys = vec![f32::NAN; 7];
     products::pack_keys(isa, &mut keys, &o.k, o.rs, d, (lo, hi));
+    attend_stacked(
+        isa,
+        (&o.q, Keys::Packed(&keys), &o.v, o.rs),
+        d,
+        spans,
+        (lo, hi),
+    )
+}
+
+/// The fused products on `isa` over keys read as `keys` says and values `v_rs` apart,
+/// one query of `q` per span: the unnormalised outputs and the sums.
+pub(super) fn attend_stacked<E: CacheElem>(
+    isa: Isa,
+    (q, keys, values, v_rs): (&[f32], Keys<E>, &[E], usize),
+    d: usize,
+    spans: &[(usize, usize)],
+    (lo, hi): (usize, usize),
+) -> (Vec<f32>, Vec<f32>) {
     let stacked = Stacked {
-        queries: &o.q[..spans.len() * d],
-        keys: Keys::Packed(&keys),
-        values: &o.v,
-        v_rs: o.rs,
+        queries: &q[..spans.len() * d],
+        keys,
+        values,
+        v_rs,
         d,
         scale: 0.3,
         spans,
