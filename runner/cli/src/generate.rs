@@ -58,13 +58,27 @@ pub struct GenerateArgs {
     panel: Option<PathBuf>,
 }
 
-/// A message given inline or from a file (read whole, as UTF-8).
+/// The largest message read from a file: 16 MiB of text is millions of tokens, past any
+/// model's context (and `/dev/zero` would otherwise be read until the kernel kills us).
+pub const MAX_MESSAGE_BYTES: u64 = 16 << 20;
+
+/// A message given inline or from a file (read whole, as UTF-8, up to
+/// [`MAX_MESSAGE_BYTES`]).
 fn message_text(inline: Option<String>, file: Option<&Path>, flag: &str) -> Result<Option<String>> {
     match (inline, file) {
         (Some(text), _) => Ok(Some(text)),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map(Some)
-            .with_context(|| format!("{flag} {}: cannot read it as UTF-8 text", path.display())),
+        (None, Some(path)) => {
+            use runner_engine::bounded::{read_text, BoundedReadError};
+            match read_text(path, MAX_MESSAGE_BYTES, "a message") {
+                Ok(text) => Ok(Some(text)),
+                Err(BoundedReadError::Io { source, .. }) => Err(anyhow::Error::new(source)
+                    .context(format!(
+                        "{flag} {}: cannot read it as UTF-8 text",
+                        path.display()
+                    ))),
+                Err(e) => bail!("{flag} {e}"),
+            }
+        }
         (None, None) => Ok(None),
     }
 }

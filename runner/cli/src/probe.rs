@@ -174,8 +174,7 @@ fn stats(path: &std::path::Path) -> Result<ExitCode> {
 fn baseline(system: System, file: Option<PathBuf>, json: bool) -> Result<ExitCode> {
     let set = match &file {
         Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let bytes = probe::load::read(path)?;
             let sha = sha256_hex(&bytes);
             provenance(false, Some(&sha), &path.display().to_string())
         }
@@ -225,7 +224,7 @@ fn score(file: &Path, responses: &Path, system: &str, json: bool) -> Result<Exit
     let text = std::fs::read_to_string(responses)
         .with_context(|| format!("reading {}", responses.display()))?;
     let name = responses.display().to_string();
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let bytes = probe::load::read(file)?;
     let set = provenance(
         false,
         Some(&sha256_hex(&bytes)),

@@ -37,7 +37,14 @@ pub enum LoadError {
     },
     #[error("{file}: holds no scenario")]
     Empty { file: PathBuf },
+    /// Over [`MAX_SUITE_BYTES`], or not a regular file (`/dev/zero`, a FIFO).
+    #[error(transparent)]
+    Bounded(#[from] runner_engine::bounded::BoundedReadError),
 }
+
+/// The largest suite file read: 28 times the frozen suite's 2.3 MB. A bigger file is
+/// not a CREG suite, and reading a device such as `/dev/zero` would not end.
+pub const MAX_SUITE_BYTES: u64 = 64 << 20;
 
 /// Reads a JSONL suite from disk.
 pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
@@ -47,9 +54,13 @@ pub fn load_file(path: &Path) -> Result<Vec<Scenario>, LoadError> {
 /// Reads a JSONL suite from disk, with the SHA-256 of the bytes read (a run's request
 /// ids are keyed on it).
 pub fn load_file_hashed(path: &Path) -> Result<(Vec<Scenario>, String), LoadError> {
-    let bytes = std::fs::read(path).map_err(|cause| LoadError::Io {
-        file: path.to_path_buf(),
-        cause,
+    use runner_engine::bounded::{read_regular, BoundedReadError};
+    let bytes = read_regular(path, MAX_SUITE_BYTES, "a suite file").map_err(|e| match e {
+        BoundedReadError::Io { path, source } => LoadError::Io {
+            file: path,
+            cause: source,
+        },
+        other => LoadError::Bounded(other),
     })?;
     let text = std::str::from_utf8(&bytes).map_err(|e| LoadError::NotUtf8 {
         file: path.to_path_buf(),

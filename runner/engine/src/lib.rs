@@ -13,6 +13,7 @@ pub mod alloc_count;
 pub mod batch;
 #[cfg(any(test, feature = "tools"))]
 pub mod bench;
+pub mod bounded;
 pub mod candle;
 pub mod digest;
 pub mod finish;

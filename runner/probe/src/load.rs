@@ -52,7 +52,14 @@ pub enum LoadError {
         field: String,
         message: String,
     },
+    /// Over [`MAX_FILE_BYTES`], or not a regular file (`/dev/zero`, a FIFO).
+    #[error(transparent)]
+    Bounded(#[from] runner_engine::bounded::BoundedReadError),
 }
+
+/// The largest Probe file read: a bigger one is not a Probe set, and reading a device
+/// such as `/dev/zero` would not end.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// Which of the two published files a JSON array holds, judged by its first item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,10 +114,15 @@ pub fn parse_pit(bytes: &[u8], file: &str) -> Result<Vec<PitItem>, LoadError> {
     parse_items(bytes, file, "pit_id")
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
-    std::fs::read(path).map_err(|source| LoadError::Io {
-        file: path.display().to_string(),
-        source,
+/// The bytes of a Probe file: a regular file, at most [`MAX_FILE_BYTES`].
+pub fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use runner_engine::bounded::{read_regular, BoundedReadError};
+    read_regular(path, MAX_FILE_BYTES, "a Probe file").map_err(|e| match e {
+        BoundedReadError::Io { path, source } => LoadError::Io {
+            file: path.display().to_string(),
+            source,
+        },
+        other => LoadError::Bounded(other),
     })
 }
 

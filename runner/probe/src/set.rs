@@ -59,10 +59,7 @@ impl ProbeSet {
     /// `path`, never copied.
     pub fn from_file(path: &Path) -> Result<ProbeSet, LoadError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-            file: file.clone(),
-            source,
-        })?;
+        let bytes = crate::load::read(path)?;
         ProbeSet::from_bytes(&bytes, &file, &name_for(path))
     }
 

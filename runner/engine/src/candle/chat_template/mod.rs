@@ -20,6 +20,34 @@ pub const FUEL: u64 = 2_000_000;
 /// model's context, so a template that writes more is broken or hostile, not long.
 pub const MAX_OUTPUT: usize = 16 << 20;
 
+/// The largest chat template read (from `--chat-template`, tokenizer_config.json,
+/// chat_template.jinja or a GGUF file's metadata): the panel's are 2-6 KB and the
+/// longest known (tool-calling ones) tens of KB. A bigger source is not a template,
+/// and compiling one costs about 30 times its size in memory.
+pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
+
+/// Refuses a template source over [`MAX_TEMPLATE_BYTES`], naming where it came from.
+pub fn check_size(source: &str, whence: &str) -> Result<(), EngineError> {
+    if source.len() > MAX_TEMPLATE_BYTES {
+        return Err(EngineError::Template(format!(
+            "{whence}: the template is {} bytes, over the bound of {} MiB for a chat template",
+            source.len(),
+            MAX_TEMPLATE_BYTES >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// A template file's text, at most [`MAX_TEMPLATE_BYTES`] of it (a device such as
+/// `/dev/zero` is refused after that many bytes, not read until memory runs out).
+pub fn read_file(file: &Path) -> Result<String, EngineError> {
+    use crate::bounded::{read_text, BoundedReadError};
+    read_text(file, MAX_TEMPLATE_BYTES as u64, "a chat template").map_err(|e| match e {
+        BoundedReadError::Io { path, source } => EngineError::Io { path, source },
+        other => EngineError::Template(other.to_string()),
+    })
+}
+
 /// The rendering's output, refusing to grow past [`MAX_OUTPUT`].
 struct Bounded {
     text: Vec<u8>,
@@ -135,10 +163,7 @@ impl ChatTemplate {
     /// The template in `file` (`--chat-template`), with the special tokens of the
     /// tokenizer_config.json at `tokenizer_config`.
     pub fn from_file(file: &Path, tokenizer_config: &Path) -> Result<Self, EngineError> {
-        let source = std::fs::read_to_string(file).map_err(|source| EngineError::Io {
-            path: file.to_path_buf(),
-            source,
-        })?;
+        let source = read_file(file)?;
         let config = read_config(tokenizer_config)?;
         let t = ChatTemplate {
             source,
@@ -173,18 +198,18 @@ impl ChatTemplate {
                 })?,
             None => {
                 let beside = path.with_file_name("chat_template.jinja");
-                match std::fs::read_to_string(&beside) {
+                match read_file(&beside) {
                     Ok(s) => s,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(source) => {
-                        return Err(EngineError::Io {
-                            path: beside,
-                            source,
-                        })
+                    Err(EngineError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        return Ok(None)
                     }
+                    Err(e) => return Err(e),
                 }
             }
         };
+        check_size(&source, &path.display().to_string())?;
         Ok(Some(ChatTemplate {
             source,
             plain: None,

@@ -44,10 +44,7 @@ impl PromptEncoder {
         let text = |id: Option<u32>| id.and_then(|i| chat.tokenizer.id_to_token(i));
         let template = match chosen {
             Some(file) => {
-                let source = std::fs::read_to_string(file).map_err(|source| EngineError::Io {
-                    path: file.to_path_buf(),
-                    source,
-                })?;
+                let source = crate::candle::chat_template::read_file(file)?;
                 ChatTemplate::new(source, text(chat.bos), text(chat.eos.first().copied()))
             }
             None => match chat.template() {

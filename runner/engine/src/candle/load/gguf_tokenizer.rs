@@ -163,11 +163,25 @@ pub fn chat_from_gguf(content: &Content, path: &Path) -> Result<GgufChat, Engine
             .map(|n| n as usize),
         None => None,
     };
+    let chat_template = meta.opt_string("tokenizer.chat_template")?;
+    if let Some(t) = chat_template.as_ref() {
+        use crate::candle::chat_template::MAX_TEMPLATE_BYTES;
+        if t.len() > MAX_TEMPLATE_BYTES {
+            return Err(meta.bad(
+                "tokenizer.chat_template",
+                format!(
+                    "the template is {} bytes, over the bound of {} MiB for a chat template",
+                    t.len(),
+                    MAX_TEMPLATE_BYTES >> 20
+                ),
+            ));
+        }
+    }
     Ok(GgufChat {
         tokenizer,
         bos,
         eos,
-        chat_template: meta.opt_string("tokenizer.chat_template")?,
+        chat_template,
         context_length,
         // llama.cpp adds a BOS to a SentencePiece vocabulary whose file does not say.
         add_bos: meta
