@@ -188,5 +188,14 @@ pub(super) fn check_endpoint(endpoint: &str) -> Result<(), ResolveError> {
              http://localhost:8000/v1"
         )));
     }
+    // What the HTTP client itself cannot parse (`http://[::1`, a port over 65535) would
+    // fail every request the same way: say so now, not after --retry-for.
+    if let Err(e) = ureq::get(endpoint).request_url() {
+        return Err(ResolveError::Settings(format!(
+            "--endpoint {shown}: not a valid URL ({}); give the server's API root, such as \
+             http://localhost:8000/v1",
+            redact(&e.to_string())
+        )));
+    }
     Ok(())
 }

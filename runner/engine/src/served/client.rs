@@ -54,6 +54,21 @@ pub enum CallError {
     /// An answer that asking again cannot make readable.
     #[error("the server's answer cannot be used: {message}")]
     Unreadable { message: String },
+    /// A 3xx: redirects are not followed (a POST would come back a GET without its
+    /// body, and another server's answers would be journaled as this one's).
+    #[error(
+        "the server at {from} redirected the request (HTTP {status}) to {to}; redirects are \
+         not followed: give the endpoint the server really answers at"
+    )]
+    Redirected {
+        from: String,
+        to: String,
+        status: u16,
+    },
+    /// A URL the HTTP client cannot use (malformed, an unknown scheme): every attempt
+    /// would fail the same way.
+    #[error("{url}: not a URL the runner can request: {message}")]
+    BadUrl { url: String, message: String },
     /// Retried until the policy's bound.
     #[error("the server at {url} did not answer for {waited_s:.0} s ({attempts} attempts; last: {last})")]
     Unavailable {
@@ -94,6 +109,9 @@ enum Attempt {
     NotConnected(String),
     Refused(u16, String),
     Unreadable(String),
+    /// A 3xx, with its `Location`.
+    Redirected(u16, String),
+    BadUrl(String),
 }
 
 impl Client {
@@ -116,6 +134,8 @@ impl Client {
             // Idle connections to a restarted server are stale; a fresh one per
             // retry is cheap next to a generation.
             .max_idle_connections_per_host(64)
+            // A redirect comes back as the 3xx it is, and stops the call (`once`).
+            .redirects(0)
             .build();
         Client {
             agent,
@@ -176,7 +196,7 @@ impl Client {
             self.traffic.in_flight.fetch_add(1, Ordering::Relaxed);
             let outcome = self.once(&url, body);
             self.traffic.in_flight.fetch_sub(1, Ordering::Relaxed);
-            if !matches!(outcome, Attempt::NotConnected(..)) {
+            if !matches!(outcome, Attempt::NotConnected(..) | Attempt::BadUrl(..)) {
                 self.traffic.reached();
             }
             if !matches!(outcome, Attempt::Retry(..) | Attempt::NotConnected(..)) {
@@ -200,6 +220,19 @@ impl Client {
                 }
                 Attempt::Unreadable(message) => {
                     return Err(CallError::Unreadable {
+                        message: redact(&message),
+                    })
+                }
+                Attempt::Redirected(status, to) => {
+                    return Err(CallError::Redirected {
+                        from: redact(&url),
+                        to: redact(&to),
+                        status,
+                    })
+                }
+                Attempt::BadUrl(message) => {
+                    return Err(CallError::BadUrl {
+                        url: redact(&url),
                         message: redact(&message),
                     })
                 }
@@ -266,6 +299,12 @@ impl Client {
             None => req.call(),
         };
         match result {
+            Ok(resp) if (300..400).contains(&resp.status()) => Attempt::Redirected(
+                resp.status(),
+                resp.header("location")
+                    .unwrap_or("(no Location header)")
+                    .to_string(),
+            ),
             Ok(resp) => read_answer(resp),
             Err(ureq::Error::Status(status, resp)) => {
                 let retry_after = resp
@@ -293,6 +332,16 @@ impl Client {
                 ) =>
             {
                 Attempt::NotConnected(transport_reason(&t))
+            }
+            Err(ureq::Error::Transport(t))
+                if matches!(
+                    t.kind(),
+                    ureq::ErrorKind::InvalidUrl
+                        | ureq::ErrorKind::UnknownScheme
+                        | ureq::ErrorKind::InsecureRequestHttpsOnly
+                ) =>
+            {
+                Attempt::BadUrl(t.to_string())
             }
             Err(ureq::Error::Transport(t)) => Attempt::Retry(transport_reason(&t), None),
         }

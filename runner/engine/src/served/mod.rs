@@ -140,7 +140,7 @@ impl ServedBackend {
                 dialect: d,
             };
             let body = protocol::body(&opts.model, &probe, &spec, Some(0));
-            match client.post_checked(mode.path(), &body, protocol::parse_answer) {
+            match client.post_checked(mode.path(), &body, protocol::parse_probe_answer) {
                 Ok(_) => {
                     dialect = Some(d);
                     break;
@@ -328,9 +328,10 @@ fn api_root_hint(client: &Client) -> String {
 
 fn unavailable(e: &CallError) -> EngineError {
     match e {
-        CallError::Refused { .. } | CallError::Unreadable { .. } => {
-            EngineError::NotAvailable(e.to_string())
-        }
+        CallError::Refused { .. }
+        | CallError::Unreadable { .. }
+        | CallError::Redirected { .. }
+        | CallError::BadUrl { .. } => EngineError::NotAvailable(e.to_string()),
         CallError::NothingThere { .. } => EngineError::ServerDown(e.to_string()),
         CallError::Unavailable { .. } => EngineError::ServerDown(format!(
             "{e}. The run stops here: every sample finished so far is journaled, and rerunning \

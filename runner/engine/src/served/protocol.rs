@@ -207,6 +207,17 @@ pub const MAX_USAGE_TOKENS: usize = 1 << 31;
 /// escape, another shape, no choice, a content-filter finish, a negative or implausible
 /// token count) is what the server answers every time: the sample is kept as failed.
 pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
+    parse(text, true)
+}
+
+/// Like [`parse_answer`] for the one-token request that finds the server's dialect: a
+/// chat message without content is a completion of the right shape there (a reasoning
+/// model's one token goes to its reasoning, not its content), though not a sample.
+pub fn parse_probe_answer(text: &str) -> Result<Answer, Unreadable> {
+    parse(text, false)
+}
+
+fn parse(text: &str, content_required: bool) -> Result<Answer, Unreadable> {
     let r: Response = serde_json::from_str(text).map_err(|e| {
         let message = format!(
             "the server's answer is not a completion ({e}): {}",
@@ -229,7 +240,14 @@ pub fn parse_answer(text: &str) -> Result<Answer, Unreadable> {
     };
     let text = match (c.text, c.message) {
         (Some(t), _) => t,
-        (None, Some(m)) => m.content.unwrap_or_default(),
+        (None, Some(ChatMessage { content: Some(t) })) => t,
+        // `content: null` (or none) is not an empty answer: nothing was said to score.
+        (None, Some(_)) if content_required => {
+            return Err(Unreadable::permanent(
+                "the server's message has no content (content is null or missing)",
+            ))
+        }
+        (None, Some(_)) => String::new(),
         (None, None) => {
             return Err(Unreadable::permanent(
                 "the server's choice has neither text nor message",
@@ -415,5 +433,21 @@ mod tests {
         );
         assert_eq!(server_message(r#"{"detail":"pinned"}"#), "pinned");
         assert_eq!(server_message("plain"), "plain");
+    }
+
+    #[test]
+    fn a_message_without_content_is_a_failed_sample_but_a_probe_answer() {
+        for body in [
+            r#"{"choices":[{"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"message":{"role":"assistant"},"finish_reason":"length"}]}"#,
+        ] {
+            let e = parse_answer(body).unwrap_err();
+            assert!(e.permanent, "{body}");
+            assert!(e.message.contains("no content"), "{}", e.message);
+            assert_eq!(parse_probe_answer(body).unwrap().text, "");
+        }
+        // An empty string is an answer (scored as what it is).
+        let empty = r#"{"choices":[{"message":{"content":""},"finish_reason":"stop"}]}"#;
+        assert_eq!(parse_answer(empty).unwrap().text, "");
     }
 }
