@@ -11,6 +11,8 @@ use std::sync::Arc;
 /// One request as the handler sees it.
 pub struct Call {
     pub method: String,
+    /// The request's path, e.g. `/v1/models`.
+    pub path: String,
     /// The JSON body of a POST; `Null` for a GET.
     pub body: Value,
 }
@@ -22,6 +24,16 @@ pub struct Stub {
 impl Stub {
     /// Serves `handler`'s (status, body) for every request, until the test ends.
     pub fn start(handler: impl Fn(&Call) -> (u16, String) + Send + Sync + 'static) -> Stub {
+        Stub::start_with_headers(move |c| {
+            let (status, body) = handler(c);
+            (status, Vec::new(), body)
+        })
+    }
+
+    /// Like [`Stub::start`], the handler also naming headers to send (a `Location`).
+    pub fn start_with_headers(
+        handler: impl Fn(&Call) -> (u16, Vec<(String, String)>, String) + Send + Sync + 'static,
+    ) -> Stub {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let handler = Arc::new(handler);
@@ -40,7 +52,9 @@ impl Stub {
     }
 }
 
-fn answer(stream: TcpStream, handler: &dyn Fn(&Call) -> (u16, String)) {
+type Handler = dyn Fn(&Call) -> (u16, Vec<(String, String)>, String);
+
+fn answer(stream: TcpStream, handler: &Handler) {
     let mut reader = BufReader::new(stream);
     let mut head = String::new();
     if reader.read_line(&mut head).is_err() {
@@ -48,6 +62,7 @@ fn answer(stream: TcpStream, handler: &dyn Fn(&Call) -> (u16, String)) {
     }
     let mut parts = head.split_whitespace();
     let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
     let mut length = 0;
     loop {
         let mut line = String::new();
@@ -66,12 +81,17 @@ fn answer(stream: TcpStream, handler: &dyn Fn(&Call) -> (u16, String)) {
     }
     let call = Call {
         method,
+        path,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
-    let (status, text) = handler(&call);
+    let (status, headers, text) = handler(&call);
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let response = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{text}",
+         {extra}Connection: close\r\n\r\n{text}",
         text.len()
     );
     let _ = reader.get_mut().write_all(response.as_bytes());

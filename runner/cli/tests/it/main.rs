@@ -32,6 +32,7 @@ mod probe_cli;
 mod probe_generator;
 mod probe_loader;
 mod reliability;
+mod reliability_bounds;
 mod reliability_edges;
 mod reliability_files;
 mod reliability_inputs;
