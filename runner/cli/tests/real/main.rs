@@ -16,6 +16,7 @@ mod gguf_tokenizer;
 mod invariance;
 mod memory;
 mod parity;
+mod qwen2_gguf;
 mod resume;
 mod smoke;
 mod tokenizers;

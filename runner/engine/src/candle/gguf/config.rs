@@ -118,7 +118,7 @@ impl<'a> Metadata<'a> {
 }
 
 /// The architectures whose GGUF metadata this engine maps to a config.
-pub const ARCHITECTURES: [&str; 2] = ["llama", "gemma3"];
+pub const ARCHITECTURES: [&str; 3] = ["llama", "qwen2", "gemma3"];
 
 /// config.json for the model the metadata describes. `vocab` is the embedding table's
 /// rows and `tied` whether the file has no output head of its own.
@@ -144,11 +144,19 @@ pub fn hf_config(
     let mut config = common;
     let o = config.as_object_mut().expect("a json object");
     match arch {
-        "llama" => {
-            o.insert("model_type".into(), json!("llama"));
+        // Qwen2 is Llama's decoder with biases on q, k and v (the registry's qwen2 row
+        // sets them); its converter keeps q and k in Hugging Face's row order, and its
+        // RoPE base is 1,000,000 where the file omits it (Qwen2.5's configs).
+        "llama" | "qwen2" => {
+            o.insert("model_type".into(), json!(arch));
+            let base = if arch == "qwen2" {
+                1_000_000.0
+            } else {
+                10_000.0
+            };
             o.insert(
                 "rope_theta".into(),
-                json!(meta.opt_f64(&k("rope.freq_base"))?.unwrap_or(10_000.0)),
+                json!(meta.opt_f64(&k("rope.freq_base"))?.unwrap_or(base)),
             );
             if let Some(d) = meta.opt_usize(&k("attention.key_length"))? {
                 o.insert("head_dim".into(), json!(d));
@@ -156,7 +164,7 @@ pub fn hf_config(
             if let Some(t) = meta.opt_string(&k("rope.scaling.type"))? {
                 if t != "none" {
                     return Err(meta.bad(format!(
-                        "key {} is {t:?}: rope scaling is not supported for GGUF llama models",
+                        "key {} is {t:?}: rope scaling is not supported for GGUF {arch} models",
                         k("rope.scaling.type")
                     )));
                 }

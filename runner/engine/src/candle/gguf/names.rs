@@ -2,7 +2,7 @@
 //! converter gives the same tensors in a GGUF file.
 
 /// The GGUF name of `hf` (`model.layers.3.self_attn.q_proj.weight` -> `blk.3.attn_q.weight`);
-/// None for a tensor GGUF files do not hold. Llama's `post_attention_layernorm` is the
+/// None for a tensor GGUF files do not hold. Llama's (and Qwen2's) `post_attention_layernorm` is the
 /// norm before its MLP; Gemma's is one after attention, before its own
 /// `pre_feedforward_layernorm`.
 pub fn gguf_name(hf: &str, arch: &str) -> Option<String> {
@@ -23,7 +23,7 @@ pub fn gguf_name(hf: &str, arch: &str) -> Option<String> {
     let (module, suffix) = tensor.rsplit_once('.')?;
     let name = match module {
         "input_layernorm" => "attn_norm",
-        "post_attention_layernorm" if arch == "llama" => "ffn_norm",
+        "post_attention_layernorm" if matches!(arch, "llama" | "qwen2") => "ffn_norm",
         "post_attention_layernorm" => "post_attention_norm",
         "pre_feedforward_layernorm" => "ffn_norm",
         "post_feedforward_layernorm" => "post_ffw_norm",
@@ -60,6 +60,16 @@ mod tests {
                 "model.layers.0.post_attention_layernorm.weight",
                 "llama",
                 "blk.0.ffn_norm.weight",
+            ),
+            (
+                "model.layers.0.post_attention_layernorm.weight",
+                "qwen2",
+                "blk.0.ffn_norm.weight",
+            ),
+            (
+                "model.layers.5.self_attn.k_proj.bias",
+                "qwen2",
+                "blk.5.attn_k.bias",
             ),
             (
                 "model.layers.0.post_attention_layernorm.weight",
