@@ -400,6 +400,17 @@ pub fn score(args: ScoreArgs) -> Result<ExitCode> {
              or written by another scorer. The reports use the recomputed scores",
             dir.display()
         ),
+        Event::Strays { dir, lines, first } => eprintln!(
+            "warning: {}: {} belong to the manifest's plan (first: {first}); the journal \
+             was edited. {} left out of the reports",
+            dir.join(journal::JOURNAL_FILE).display(),
+            if lines == 1 {
+                "1 line does not".to_string()
+            } else {
+                format!("{lines} lines do not")
+            },
+            if lines == 1 { "It is" } else { "They are" },
+        ),
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -24,6 +24,7 @@ mod hf_conventions;
 mod hostile_mirror;
 mod hostile_models;
 mod http_stub;
+mod integrity_round4;
 mod journal_format;
 mod pins;
 mod probe_abstention;

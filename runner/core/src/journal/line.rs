@@ -5,7 +5,7 @@
 //! each line (a sample's whole text and scores) as a tree of values.
 
 use super::SampleRecord;
-use crate::facets::Facets;
+use crate::facets::{self, Facets, MAX_FACETS};
 use runner_engine::finish::FinishReason;
 use serde::de::{Deserialize, Deserializer, Error, MapAccess, Visitor};
 use serde_json::Value;
@@ -76,6 +76,11 @@ impl<'de> Visitor<'de> for LineVisitor {
                     once(&mut identity_sha256, map.next_value()?, "identity_sha256")?
                 }
                 _ => {
+                    // Bounded before each lookup: a line's facets are searched linearly,
+                    // which stays cheap only while they are few.
+                    if facets.len() == MAX_FACETS {
+                        return Err(A::Error::custom(facets::too_many()));
+                    }
                     if facets.get(&key).is_some() {
                         return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
                     }

@@ -212,6 +212,8 @@ fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub records: Vec<SampleRecord>,
+    /// The journal line (from 1) each of `records` was read from.
+    pub lines: Vec<usize>,
     /// Bytes of a torn last line that were cut off.
     pub torn_bytes: usize,
     /// Lines that repeated an earlier (request, seed); the first is kept.
@@ -327,6 +329,7 @@ pub fn read_records(path: &Path, repair: bool) -> Result<Recovered, JournalError
                 *out.identities.entry(identity_sha256).or_default() += 1;
                 if seen.insert(record.key()) {
                     out.records.push(record);
+                    out.lines.push(line_no);
                 } else {
                     out.duplicates += 1;
                 }
@@ -453,6 +456,8 @@ impl Journal {
 pub struct RunReading {
     pub manifest: Manifest,
     pub records: Vec<SampleRecord>,
+    /// The journal line (from 1) each of `records` was read from.
+    pub lines: Vec<usize>,
     _lock: RunLock,
 }
 
@@ -495,6 +500,7 @@ pub fn read_run(dir: &Path) -> Result<RunReading, JournalError> {
     Ok(RunReading {
         manifest,
         records: recovered.records,
+        lines: recovered.lines,
         _lock: lock,
     })
 }

@@ -11,6 +11,7 @@
 pub mod folder;
 pub mod manifest;
 pub mod model;
+pub mod plan_check;
 pub mod rescore;
 pub mod suite;
 
@@ -218,6 +219,7 @@ pub fn execute_with(
         ));
     }
     let (mut journal, recovered) = Journal::open(dir, manifest)?;
+    refuse_strays(jobs, &recovered, dir)?;
     // Only a backend that batches has figures to keep (see journal::batches).
     let mut batch_log = match batch_before {
         Some(_) => Some(BatchLog::open(&journal)?),
@@ -310,6 +312,26 @@ fn write_reports(
         .collect();
     let summary = workload.report(&[(label.to_string(), records)], dir, &title)?;
     Ok((summary, failed_note(&standing), standing.len()))
+}
+
+/// Refuses a journal with lines that do not belong to the plan (a facet edited by hand,
+/// a request or seed the plan never asked for): resumed, such a line would stand for
+/// a planned sample or gain the report a row.
+fn refuse_strays(jobs: &[Job], recovered: &Recovered, dir: &Path) -> Result<(), RunError> {
+    let strays = plan_check::Plan::new(jobs).strays(&recovered.records, &recovered.lines);
+    let Some(first) = strays.first() else {
+        return Ok(());
+    };
+    Err(RunError::Setup(format!(
+        "{}: {} belong to this run's plan (first: {first}); the journal was \
+         edited. Restore {}, or start afresh beside it with --fresh",
+        dir.join(journal::JOURNAL_FILE).display(),
+        match strays.len() {
+            1 => "1 journal line does not".to_string(),
+            n => format!("{n} journal lines do not"),
+        },
+        if strays.len() == 1 { "it" } else { "them" },
+    )))
 }
 
 /// The running figures and the (request, seed) keys of the planned samples a resumed

@@ -2,6 +2,7 @@
 //! and, when there are several, pooled into one combined report.
 
 use crate::journal::{self, Manifest, SampleRecord};
+use crate::run::plan_check::{Plan, Stray};
 use crate::run::{RunError, Workload};
 use crate::suite::Registry;
 use serde_json::{json, Value};
@@ -49,6 +50,14 @@ pub enum Event {
         samples: usize,
         first: (String, u64),
     },
+    /// `lines` journal lines of `dir` do not belong to its manifest's plan (a facet,
+    /// request, seed or prompt hash that the plan does not give; `first` names the
+    /// first line and field): they are left out of the reports.
+    Strays {
+        dir: PathBuf,
+        lines: usize,
+        first: Stray,
+    },
 }
 
 /// Where several runs' pooled report goes without `out`.
@@ -84,6 +93,8 @@ struct Loaded {
     workload: Box<dyn Workload>,
     label: String,
     reading: journal::RunReading,
+    /// Lines left out of `reading.records` as not the plan's.
+    strays: Vec<Stray>,
 }
 
 /// Rescores every run, then pools them when there are several. Runs of different
@@ -107,7 +118,15 @@ pub fn rescore(job: &Rescore, on_event: &mut dyn FnMut(Event)) -> Result<(), Run
             workload: w,
             label,
             mut reading,
+            strays,
         } = run;
+        if let Some(first) = strays.first() {
+            on_event(Event::Strays {
+                dir: dir.clone(),
+                lines: strays.len(),
+                first: first.clone(),
+            });
+        }
         let records = std::mem::take(&mut reading.records);
         warn_if_scores_differ(&dir, w.as_ref(), &records, on_event);
         let records = match job.out {
@@ -136,9 +155,10 @@ fn load_all(job: &Rescore) -> Result<Vec<Loaded>, RunError> {
     let mut family = None;
     let mut runs = Vec::with_capacity(job.dirs.len());
     for dir in job.dirs {
-        let reading = journal::read_run(dir)?;
+        let mut reading = journal::read_run(dir)?;
+        let w = workload_of(job.suites, dir, &reading.manifest, job.suite_file)?;
+        let strays = leave_out_strays(w.as_ref(), &mut reading);
         let m = &reading.manifest;
-        let w = workload_of(job.suites, dir, m, job.suite_file)?;
         // CREG and Probe runs do not mix (each run's suite is checked against the same file).
         let this = m.identity.pointer("/suite/family").cloned();
         if family.get_or_insert_with(|| this.clone()) != &this {
@@ -153,9 +173,28 @@ fn load_all(job: &Rescore) -> Result<Vec<Loaded>, RunError> {
             label: label_of(m, dir),
             workload: w,
             reading,
+            strays,
         });
     }
     Ok(runs)
+}
+
+/// Takes the lines that do not belong to the run's plan out of `reading` (they are not
+/// scored, pooled or reported) and returns them.
+fn leave_out_strays(w: &dyn Workload, reading: &mut journal::RunReading) -> Vec<Stray> {
+    let plan = Plan::new(w.jobs());
+    let strays = plan.strays(&reading.records, &reading.lines);
+    if !strays.is_empty() {
+        let records = std::mem::take(&mut reading.records);
+        let lines = std::mem::take(&mut reading.lines);
+        for (rec, line) in records.into_iter().zip(lines) {
+            if plan.why_not(&rec).is_none() {
+                reading.records.push(rec);
+                reading.lines.push(line);
+            }
+        }
+    }
+    strays
 }
 
 /// Refuses runs that hold the same (model, request, seed): pooled, they would count it
@@ -254,11 +293,34 @@ fn stored_scores_differ(
     w: &dyn Workload,
     records: &[SampleRecord],
 ) -> Option<(usize, (String, u64))> {
-    let mut differ = records
-        .iter()
-        .filter(|rec| !rec.scores.is_null() && w.score(rec).is_ok_and(|s| s.scores != rec.scores));
+    let mut differ = records.iter().filter(|rec| {
+        !rec.scores.is_null()
+            && w.score(rec)
+                .is_ok_and(|s| !same_bits(&s.scores, &rec.scores))
+    });
     let first = differ.next()?;
     Some((1 + differ.count(), first.key()))
+}
+
+/// Whether two score trees are the same, every number to the bit: `0.0` and `-0.0`, or
+/// two floats one bit apart, differ here (they compare equal, or nearly, as numbers).
+pub fn same_bits(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            _ if x.is_f64() != y.is_f64() => false,
+            (Some(p), Some(q)) if x.is_f64() => p.to_bits() == q.to_bits(),
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_bits(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, p)| y.get(k).is_some_and(|q| same_bits(p, q)))
+        }
+        _ => a == b,
+    }
 }
 
 /// A run as the combined report's provenance names it: its manifest, with the batch
