@@ -202,7 +202,7 @@ pub fn models(args: ModelsArgs) -> Result<ExitCode> {
                 ""
             }
         );
-        let memory = DigestMemory::open(&hub::repo_folder(&cache, &e.repo).join(pins::DIGEST_FILE));
+        let memory = DigestMemory::for_cache(&cache);
         for f in &e.files {
             let state = match &snapshot {
                 Some(d) => pins::cached_state(&d.join(&f.name), f, &memory),
@@ -278,7 +278,7 @@ fn show_gguf(name: &str, g: &GgufEntry, cache: &Path) {
         }
     );
     let snapshot = hub::cached_snapshot(cache, &g.repo, &g.revision);
-    let memory = DigestMemory::open(&hub::repo_folder(cache, &g.repo).join(pins::DIGEST_FILE));
+    let memory = DigestMemory::for_cache(cache);
     let state = match &snapshot {
         Some(d) => pins::cached_state(&d.join(&g.file.name), &g.file, &memory),
         None => "not cached".into(),

@@ -256,7 +256,7 @@ pub fn resolve_pinned(name: &str, entry: &PanelEntry) -> Result<ModelFiles, Engi
         }
         None => download(name, entry, &cache)?,
     };
-    let mut memory = DigestMemory::open(&repo_folder(&cache, &entry.repo).join(pins::DIGEST_FILE));
+    let mut memory = DigestMemory::for_cache(&cache);
     let verified = pins::verify(name, entry, &files.weights, &mut memory)?;
     Ok(ModelFiles {
         revision: Some(entry.revision.clone()),
@@ -312,7 +312,7 @@ pub fn resolve_pinned_gguf(
             })?
         }
     };
-    let mut memory = DigestMemory::open(&repo_folder(cache, &entry.repo).join(pins::DIGEST_FILE));
+    let mut memory = DigestMemory::for_cache(cache);
     let origin = format!("{} at {}", entry.repo, entry.revision);
     let verified = pins::verify_files(
         name,

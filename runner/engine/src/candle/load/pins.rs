@@ -1,25 +1,39 @@
 //! The pinned weight files of `models.toml` checked before first use: size, then
 //! SHA-256. The cache's blob names are not evidence (anyone who can write the cache can
-//! name a blob anything), so the digest is computed from the bytes, and remembered by
-//! path, size and times in a small file beside the model so that a rerun does not rehash
-//! 15 GB.
+//! name a blob anything), so the digest is computed from the bytes. So that a rerun
+//! does not rehash 15 GB, a computed digest is remembered, keyed by what no writer of
+//! the file can set back (device, inode, size, modification and change times), in the
+//! runner's own folder: never in the model cache, whose writers could otherwise write
+//! the remembered digest too.
 
 use crate::panel::{PanelEntry, PinnedFile};
 use crate::EngineError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// The file in a model's cache folder (`models--org--name/`) that remembers digests.
-pub const DIGEST_FILE: &str = "runner-digests.json";
+/// The file, in the runner's own cache folder (`${XDG_CACHE_HOME:-~/.cache}/creg-runner/`),
+/// that remembers digests.
+pub const DIGEST_FILE: &str = "weight-digests.json";
+
+/// The file in a model's cache folder where runner versions before this one remembered
+/// digests. Anyone who can write the model cache can write it, so it is never read.
+pub const OLD_DIGEST_FILE: &str = "runner-digests.json";
+
+/// A remembered digest file larger than this is not read (it holds a few hundred bytes
+/// per weight file).
+const MAX_MEMORY_BYTES: u64 = 16 << 20;
 
 /// What a file looked like when its digest was computed. The change time is kept too:
-/// unlike the modification time, no user call can set it back.
+/// unlike the modification time, no user call can set it back, and the inode with the
+/// device tell a file put in place of another (a rename) from the one that was hashed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Seen {
+    dev: u64,
+    ino: u64,
     bytes: u64,
     mtime: [i64; 2],
     ctime: [i64; 2],
@@ -27,33 +41,127 @@ struct Seen {
 }
 
 impl Seen {
+    fn of(meta: &std::fs::Metadata, sha256: String) -> Seen {
+        Seen {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            bytes: meta.len(),
+            mtime: [meta.mtime(), meta.mtime_nsec()],
+            ctime: [meta.ctime(), meta.ctime_nsec()],
+            sha256,
+        }
+    }
+
     fn matches(&self, meta: &std::fs::Metadata) -> bool {
-        self.bytes == meta.len()
+        self.dev == meta.dev()
+            && self.ino == meta.ino()
+            && self.bytes == meta.len()
             && self.mtime == [meta.mtime(), meta.mtime_nsec()]
             && self.ctime == [meta.ctime(), meta.ctime_nsec()]
     }
 }
 
 /// Digests remembered by canonical path. A missing or unreadable file is an empty
-/// memory, never an error: it only costs a rehash.
+/// memory, never an error: it only costs a rehash. A memory without a path (see
+/// [`DigestMemory::for_cache`]) remembers for this process only.
 #[derive(Debug, Default)]
 pub struct DigestMemory {
-    path: PathBuf,
+    path: Option<PathBuf>,
     seen: BTreeMap<String, Seen>,
     changed: bool,
 }
 
+/// The runner's own cache folder: `$XDG_CACHE_HOME/creg-runner`, else
+/// `$HOME/.cache/creg-runner`.
+pub fn runner_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(base.join("creg-runner"))
+}
+
+/// Whether `meta` is this user's own and no one else may write it.
+fn own_and_private(meta: &std::fs::Metadata) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    meta.uid() == euid && meta.permissions().mode() & 0o022 == 0
+}
+
+/// The digest file in `dir` when it can be trusted: `dir` is a real folder (made, 0700,
+/// when missing) of this user that no one else may write, outside the model cache
+/// `hub_cache`, and the file, where it exists, a plain file of the same kind.
+fn trusted_memory(dir: &Path, hub_cache: &Path) -> Option<PathBuf> {
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .ok()?;
+    }
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    if !meta.is_dir() || !own_and_private(&meta) {
+        return None;
+    }
+    let real = dir.canonicalize().ok()?;
+    let hub = hub_cache
+        .canonicalize()
+        .unwrap_or_else(|_| hub_cache.to_path_buf());
+    if real.starts_with(&hub) {
+        return None;
+    }
+    let file = real.join(DIGEST_FILE);
+    match std::fs::symlink_metadata(&file) {
+        Ok(m) if !m.is_file() || !own_and_private(&m) => None,
+        _ => Some(file),
+    }
+}
+
+fn read_seen(path: &Path) -> BTreeMap<String, Seen> {
+    let Ok(file) = std::fs::File::open(path) else {
+        return BTreeMap::new();
+    };
+    let mut bytes = Vec::new();
+    if file
+        .take(MAX_MEMORY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .is_err()
+        || bytes.len() as u64 > MAX_MEMORY_BYTES
+    {
+        return BTreeMap::new();
+    }
+    serde_json::from_slice(&bytes).unwrap_or_default()
+}
+
 impl DigestMemory {
+    /// The memory kept in `path`, trusted as it is (the tests' own files).
     pub fn open(path: &Path) -> DigestMemory {
-        let seen = std::fs::read(path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
         DigestMemory {
-            path: path.to_path_buf(),
-            seen,
+            seen: read_seen(path),
+            path: Some(path.to_path_buf()),
             changed: false,
         }
+    }
+
+    /// The memory for files of the model cache `hub_cache`: kept in the runner's own
+    /// cache folder ([`runner_cache_dir`]) when that folder is this user's and no one
+    /// else's to write and lies outside the model cache; otherwise nothing is
+    /// remembered beyond this process, and every run hashes again.
+    pub fn for_cache(hub_cache: &Path) -> DigestMemory {
+        match runner_cache_dir().and_then(|d| trusted_memory(&d, hub_cache)) {
+            Some(path) => DigestMemory::open(&path),
+            None => DigestMemory::default(),
+        }
+    }
+
+    /// Where the memory is kept; None when it lasts only as long as this process.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// The digest remembered for `file` while it is unchanged, without hashing it.
@@ -67,7 +175,7 @@ impl DigestMemory {
     }
 
     /// The SHA-256 of `file` (links followed): remembered while the file is unchanged,
-    /// computed otherwise.
+    /// computed otherwise. A file that changed while it was hashed is not remembered.
     pub fn sha256(&mut self, file: &Path) -> Result<String, EngineError> {
         let io = |source| EngineError::Io {
             path: file.to_path_buf(),
@@ -80,30 +188,41 @@ impl DigestMemory {
             return Ok(s.sha256.clone());
         }
         let sha256 = sha256_file(&real)?;
-        let seen = Seen {
-            bytes: meta.len(),
-            mtime: [meta.mtime(), meta.mtime_nsec()],
-            ctime: [meta.ctime(), meta.ctime_nsec()],
-            sha256: sha256.clone(),
-        };
-        self.seen.insert(key, seen);
-        self.changed = true;
+        let seen = Seen::of(&meta, sha256.clone());
+        match std::fs::metadata(&real) {
+            Ok(after) if seen.matches(&after) => {
+                self.seen.insert(key, seen);
+                self.changed = true;
+            }
+            _ => {
+                self.changed |= self.seen.remove(&key).is_some();
+            }
+        }
         Ok(sha256)
     }
 
-    /// Writes what was learnt. A cache folder that cannot be written (read-only, shared)
-    /// only means the next run hashes again.
+    /// Writes what was learnt (merged with what other processes wrote meanwhile, less
+    /// files that are gone), readable and writable by this user only. A folder that
+    /// cannot be written only means the next run hashes again.
     pub fn save(&mut self) {
-        if !self.changed {
-            return;
-        }
-        let Ok(text) = serde_json::to_vec_pretty(&self.seen) else {
+        let Some(path) = self.path.clone().filter(|_| self.changed) else {
             return;
         };
-        let tmp = self
-            .path
-            .with_extension(format!("{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &self.path).is_ok() {
+        let mut merged = read_seen(&path);
+        merged.append(&mut self.seen.clone());
+        merged.retain(|file, _| Path::new(file).exists());
+        let Ok(text) = serde_json::to_vec_pretty(&merged) else {
+            return;
+        };
+        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&text));
+        if written.is_ok() && std::fs::rename(&tmp, &path).is_ok() {
+            self.seen = merged;
             self.changed = false;
         } else {
             let _ = std::fs::remove_file(&tmp);
