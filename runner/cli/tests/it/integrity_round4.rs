@@ -145,7 +145,8 @@ fn a_digest_forged_in_the_model_cache_does_not_pass_tampered_weights_for_the_pin
     let mtime = std::fs::metadata(&blob).unwrap().modified().unwrap();
     let mut tampered = weights.clone();
     let half = tampered.len() / 2;
-    for b in &mut tampered[half..half + 4096.min(tampered.len() - half)] {
+    let end = tampered.len().min(half + 4096);
+    for b in &mut tampered[half..end] {
         *b ^= 0x55;
     }
     {
