@@ -54,8 +54,7 @@ pub enum CallError {
     /// An answer that asking again cannot make readable.
     #[error("the server's answer cannot be used: {message}")]
     Unreadable { message: String },
-    /// A 3xx: redirects are not followed (a POST would come back a GET without its
-    /// body, and another server's answers would be journaled as this one's).
+    /// A 3xx: not followed (a POST comes back a GET, another server's answers journaled).
     #[error(
         "the server at {from} redirected the request (HTTP {status}) to {to}; redirects are \
          not followed: give the endpoint the server really answers at"
@@ -65,8 +64,7 @@ pub enum CallError {
         to: String,
         status: u16,
     },
-    /// A URL the HTTP client cannot use (malformed, an unknown scheme): every attempt
-    /// would fail the same way.
+    /// A URL the HTTP client cannot use (malformed, unknown scheme): final, not retried.
     #[error("{url}: not a URL the runner can request: {message}")]
     BadUrl { url: String, message: String },
     /// Retried until the policy's bound.

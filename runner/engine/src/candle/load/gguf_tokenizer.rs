@@ -164,18 +164,13 @@ pub fn chat_from_gguf(content: &Content, path: &Path) -> Result<GgufChat, Engine
         None => None,
     };
     let chat_template = meta.opt_string("tokenizer.chat_template")?;
-    if let Some(t) = chat_template.as_ref() {
-        use crate::candle::chat_template::MAX_TEMPLATE_BYTES;
-        if t.len() > MAX_TEMPLATE_BYTES {
-            return Err(meta.bad(
-                "tokenizer.chat_template",
-                format!(
-                    "the template is {} bytes, over the bound of {} MiB for a chat template",
-                    t.len(),
-                    MAX_TEMPLATE_BYTES >> 20
-                ),
-            ));
-        }
+    let max = crate::candle::chat_template::MAX_TEMPLATE_BYTES;
+    if let Some(n) = chat_template.as_ref().map(String::len).filter(|&n| n > max) {
+        let m = format!(
+            "the template is {n} bytes, over the bound of {} MiB",
+            max >> 20
+        );
+        return Err(meta.bad("tokenizer.chat_template", m));
     }
     Ok(GgufChat {
         tokenizer,
