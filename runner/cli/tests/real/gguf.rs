@@ -209,7 +209,7 @@ fn runner_generate_takes_a_gguf_file_as_its_model() {
 
 /// What a `runner generate` that must succeed printed.
 #[track_caller]
-fn generated(o: &std::process::Output) -> serde_json::Value {
+pub fn generated(o: &std::process::Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),

@@ -31,13 +31,7 @@ fn runner_generate_takes_the_qwen2_gguf_file_and_answers() {
         .arg(&file)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v = crate::gguf::generated(&o);
     let engine = v["engine"].as_str().unwrap();
     assert!(engine.contains("Q4_K") && engine.contains("Q5_0"), "{v}");
     assert_eq!(v["text"].as_str().unwrap().trim(), "Paris", "{v}");
