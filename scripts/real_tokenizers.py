@@ -7,9 +7,10 @@ holds the runner's tokenization to, and the prompt lengths docs/real-models.md t
     cargo build -p runner
     python3 scripts/real_tokenizers.py --runner target/debug/runner   # in the served tests' venv
 
-The tokenizers are the real ones scripts/real-models brings (Llama 3.1, Gemma 3, Qwen3:
-Qwen3's byte-level BPE vocabulary and merges are Qwen2.5's, and the prompts use none of
-the added tokens where the two differ); the templates are the panel's, as embedded in the
+The tokenizers are the real ones scripts/real-models brings (Llama 3.1 and Gemma 3 from
+their npm packages; Qwen2.5's is the one transformers 5 rebuilt from the metadata of the
+real Qwen2.5-Coder-0.5B-Instruct GGUF file, which tests/real/qwen2_gguf.rs holds equal to
+the runner's own GGUF tokenizer); each path is relative to the real-models folder. The templates are the panel's, as embedded in the
 engine (runner/engine/src/candle/chat_template/templates/, checked against models.toml's
 renderings by a test). For each (task, condition) file of `runner render` it records the
 number of prompts, each prompt's length in tokens, and a SHA-256 over every prompt's ids
@@ -30,9 +31,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "runner/engine/src/candle/chat_template/templates"
 # Panel models (models.toml) by the tokenizer and template they share.
 PANEL = {
-    "qwen2.5": {"models": ["qwen2.5-1.5b", "qwen2.5-7b"], "tokenizer": "qwen3", "template": "qwen2_5.jinja"},
-    "llama-3.1": {"models": ["llama-3.1-8b"], "tokenizer": "llama3_1", "template": "llama3_1.jinja"},
-    "gemma-3": {"models": ["gemma-3-12b"], "tokenizer": "gemma3", "template": "gemma3.jinja"},
+    "qwen2.5": {"models": ["qwen2.5-1.5b", "qwen2.5-7b"], "tokenizer": "qwen2.5-coder-0.5b", "template": "qwen2_5.jinja"},
+    "llama-3.1": {"models": ["llama-3.1-8b"], "tokenizer": "tokenizers/llama3_1", "template": "llama3_1.jinja"},
+    "gemma-3": {"models": ["gemma-3-12b"], "tokenizer": "tokenizers/gemma3", "template": "gemma3.jinja"},
 }
 TASKS = ("belief", "contradiction", "action", "explanation")
 CONDITIONS = ("full_graph", "graph_without_relations", "canonical_json", "structured_list")
@@ -47,7 +48,7 @@ def main():
     subprocess.run([args.runner, "render", "--out", str(out)], check=True, capture_output=True)
     result = {"panel": PANEL, "files": {}}
     for name, p in PANEL.items():
-        tok = AutoTokenizer.from_pretrained(pathlib.Path(args.models) / "tokenizers" / p["tokenizer"])
+        tok = AutoTokenizer.from_pretrained(pathlib.Path(args.models) / p["tokenizer"])
         template = (TEMPLATES / p["template"]).read_text()
         files = {}
         for task in TASKS:

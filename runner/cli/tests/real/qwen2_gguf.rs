@@ -5,7 +5,7 @@
 //! through the file's own chat template, encodes real CREG prompts as the tokenizer.json
 //! transformers 5 rebuilt from the same file (the converted folder's) does.
 
-use crate::{real, runner_exe};
+use crate::{real, runner_exe, QWEN2_5};
 use creg::frozen;
 use creg::render::manifest::render_file;
 use creg::render::{Condition, Renderer, Task};
@@ -13,7 +13,6 @@ use rayon::prelude::*;
 use runner_engine::candle::load::gguf_tokenizer::chat_from_gguf_file;
 use runner_engine::{Message, Role};
 
-pub const QWEN2_5: &str = "qwen2.5-coder-0.5b";
 const QWEN2_5_GGUF: &str = "gguf/qwen2.5-coder-0.5b-instruct-awq.gguf";
 
 #[test]

@@ -1,6 +1,7 @@
 //! A run of a real checkpoint killed (SIGKILL) after its first journaled samples and
 //! resumed ends with exactly the journal of an uninterrupted run: same samples, same
-//! texts and tokens, none twice.
+//! texts and tokens, none twice: SmolLM2's folder, and the qwen2 GGUF file of
+//! Qwen2.5-Coder-0.5B.
 
 use crate::{real, runner_exe, scratch, SMOLLM2};
 use runner_core::journal::{read_records, JOURNAL_FILE};
@@ -41,9 +42,17 @@ fn args(model: &Path, out: &Path) -> Vec<String> {
     .to_vec()
 }
 
+/// The run's journal: `<out>/<model's folder name>/creg-v1.0.shard-0-of-2/`, whatever
+/// name the runner gives the model.
 fn journal(out: &Path) -> std::path::PathBuf {
-    out.join(SMOLLM2)
-        .join("creg-v1.0.shard-0-of-2")
+    let shard = |model: std::fs::DirEntry| model.path().join("creg-v1.0.shard-0-of-2");
+    std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(shard)
+        .find(|run| run.is_dir())
+        .unwrap_or_else(|| out.join("none"))
         .join(JOURNAL_FILE)
 }
 
@@ -68,7 +77,20 @@ fn lines(out: &Path) -> usize {
 #[test]
 fn a_killed_run_of_smollm2_resumes_to_the_uninterrupted_journal() {
     let Some(model) = real(SMOLLM2) else { return };
-    let whole = scratch("resume-whole");
+    killed_and_resumed(&model, "smollm2");
+}
+
+#[test]
+fn a_killed_run_of_the_qwen2_gguf_resumes_to_the_uninterrupted_journal() {
+    let Some(model) = real("gguf/qwen2.5-coder-0.5b-instruct-awq.gguf") else {
+        return;
+    };
+    killed_and_resumed(&model, "qwen2");
+}
+
+fn killed_and_resumed(model: &Path, name: &str) {
+    let model = model.to_path_buf();
+    let whole = scratch(&format!("resume-whole-{name}"));
     let o = Command::new(runner_exe())
         .args(args(&model, &whole))
         .output()
@@ -81,7 +103,7 @@ fn a_killed_run_of_smollm2_resumes_to_the_uninterrupted_journal() {
         want.len()
     );
 
-    let cut = scratch("resume-cut");
+    let cut = scratch(&format!("resume-cut-{name}"));
     let mut child = Command::new(runner_exe())
         .args(args(&model, &cut))
         .stdout(Stdio::null())
