@@ -4,6 +4,7 @@
 //! hundred thousand fields.
 
 use super::common::{runner_exe, s, scratch_dir, text};
+use super::pins::REVISION;
 use runner_core::journal::{self, JOURNAL_FILE};
 use runner_core::run::rescore::{same_bits, workload_of};
 use runner_engine::digest::sha256_hex;
@@ -13,53 +14,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
-
 /// `model`'s files as the Hugging Face cache holds `org/fixture` at [`REVISION`]; the
 /// weights a link to a blob. Returns the blob.
 fn cache(hub: &Path, model: &Path) -> PathBuf {
-    let root = hub.join("models--org--fixture");
-    let snap = root.join("snapshots").join(REVISION);
-    std::fs::create_dir_all(&snap).unwrap();
-    std::fs::create_dir_all(root.join("blobs")).unwrap();
-    let blob = root.join("blobs").join("weights");
-    for entry in std::fs::read_dir(model).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "model.safetensors" {
-            std::fs::copy(entry.path(), &blob).unwrap();
-            std::os::unix::fs::symlink("../../blobs/weights", snap.join(&name)).unwrap();
-        } else {
-            std::fs::copy(entry.path(), snap.join(&name)).unwrap();
-        }
-    }
-    blob
+    super::pins::cache(hub, model, "org/fixture", REVISION, "weights")
 }
 
 /// A panel of one model, `pinned`: `org/fixture` at [`REVISION`], its weights pinned.
 fn panel(dir: &Path, bytes: u64, digest: &str) -> PathBuf {
-    let path = dir.join("panel.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"[models.pinned]
-repo = "org/fixture"
-revision = "{REVISION}"
-tokenizer_repo = "org/fixture"
-tokenizer_revision = "{REVISION}"
-arch = "qwen2"
-dtype = "f32"
-gated = false
-license = "test"
-files = [{{ name = "model.safetensors", bytes = {bytes}, sha256 = "{digest}" }}]
-
-[models.pinned.chat]
-rendered_system_user = "unused"
-"#
-        ),
-    )
-    .unwrap();
-    path
+    super::pins::panel(dir, REVISION, bytes, digest)
 }
 
 /// The runner with the model cache `hub` (offline) and its own cache folder in `state`.

@@ -8,11 +8,11 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
+pub(super) const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
 
 /// `model`'s files laid out as the Hugging Face cache holds `repo` at `revision`, the
 /// weights a link to a blob named `blob`.
-fn cache(hub: &Path, model: &Path, repo: &str, revision: &str, blob: &str) -> PathBuf {
+pub(super) fn cache(hub: &Path, model: &Path, repo: &str, revision: &str, blob: &str) -> PathBuf {
     let root = hub.join(format!("models--{}", repo.replace('/', "--")));
     let snap = root.join("snapshots").join(revision);
     std::fs::create_dir_all(&snap).unwrap();
@@ -35,7 +35,7 @@ fn sha256(path: &Path) -> String {
 }
 
 /// A panel of one model, `pinned`, in the cache as `org/fixture` at [`REVISION`].
-fn panel(dir: &Path, revision: &str, bytes: u64, digest: &str) -> PathBuf {
+pub(super) fn panel(dir: &Path, revision: &str, bytes: u64, digest: &str) -> PathBuf {
     let path = dir.join("panel.toml");
     std::fs::write(
         &path,
