@@ -20,6 +20,7 @@ mod engine_parity;
 mod engine_reference;
 mod engine_tokenizer;
 mod first_hour;
+mod gguf_hostile;
 mod hf_conventions;
 mod hostile_mirror;
 mod hostile_models;

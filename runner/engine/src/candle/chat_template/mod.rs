@@ -334,8 +334,46 @@ fn read_config(path: &Path) -> Result<TokenizerConfig, EngineError> {
     })
 }
 
+/// The error with its causes and at most [`EXCERPT`] bytes of the source around where
+/// it is (minijinja's alternate form prints the whole line: a one-line template of 20 MB
+/// went to stderr whole).
 fn template_error(e: Error) -> EngineError {
-    EngineError::Template(format!("{e:#}"))
+    let mut m = e.to_string();
+    m.truncate(floor(&m, EXCERPT * 4));
+    if let (Some(source), Some(range)) = (e.template_source(), e.range()) {
+        let start = floor(source, range.start.saturating_sub(EXCERPT / 2));
+        let end = floor(
+            source,
+            start
+                .saturating_add(EXCERPT)
+                .max(range.end.min(start + EXCERPT)),
+        );
+        let column = source[..floor(source, range.start)]
+            .rsplit('\n')
+            .next()
+            .map_or(0, |l| l.chars().count() + 1);
+        let excerpt = source[start..end].replace('\n', "\\n");
+        m.push_str(&format!(", column {column}, near {excerpt:?}"));
+    }
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        m.push_str(": ");
+        m.push_str(&text[..floor(&text, EXCERPT * 4)]);
+        cause = c.source();
+    }
+    EngineError::Template(m)
+}
+
+const EXCERPT: usize = 120;
+
+/// The largest char boundary of `s` at or below `at`.
+fn floor(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 #[cfg(test)]

@@ -80,8 +80,11 @@ impl<'a> Metadata<'a> {
     pub fn opt_f64(&self, key: &str) -> Result<Option<f64>, EngineError> {
         match self.values.get(key) {
             None => Ok(None),
-            Some(Value::F32(x)) => Ok(Some(f64::from(*x))),
-            Some(Value::F64(x)) => Ok(Some(*x)),
+            Some(Value::F32(x)) if x.is_finite() => Ok(Some(f64::from(*x))),
+            Some(Value::F64(x)) if x.is_finite() => Ok(Some(*x)),
+            Some(Value::F32(_) | Value::F64(_)) => {
+                Err(self.bad(format!("key {key} is not a finite number")))
+            }
             Some(v) => Err(self.wrong(key, v, "a float")),
         }
     }

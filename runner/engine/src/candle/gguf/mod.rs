@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod config;
 pub mod names;
+pub mod prescan;
 
 use crate::EngineError;
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -110,6 +111,7 @@ impl GgufHeader {
             path: path.to_path_buf(),
             source,
         })?;
+        prescan::check(path)?;
         let content = Content::read(&mut file).map_err(|e| bad(path, header_message(&e)))?;
         let file_size = file
             .seek(SeekFrom::End(0))

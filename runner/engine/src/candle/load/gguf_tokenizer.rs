@@ -65,6 +65,7 @@ const END_OF_TURN: &[&str] = &["<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|e
 
 /// Reads the metadata of the GGUF file at `path` and builds its chat side.
 pub fn chat_from_gguf_file(path: &Path) -> Result<GgufChat, EngineError> {
+    crate::candle::gguf::prescan::check(path)?;
     let mut file = std::fs::File::open(path).map_err(|source| EngineError::Io {
         path: path.to_path_buf(),
         source,
@@ -509,6 +510,7 @@ impl Meta<'_> {
     fn opt_u64(&self, key: &str) -> Result<Option<u64>, EngineError> {
         match self.get(key) {
             None => Ok(None),
+            Some(Value::U64(n)) => Ok(Some(*n)),
             Some(v) => match integer(v) {
                 Some(n) if n >= 0 => Ok(Some(n as u64)),
                 _ => Err(self.wrong_type(key, "a non-negative integer", v)),
