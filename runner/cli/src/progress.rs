@@ -156,7 +156,7 @@ fn eta(r: &Running, elapsed: Duration) -> Option<Duration> {
 }
 
 /// `1h 02m`, `3m 20s`, `12s`.
-fn clock(d: Duration) -> String {
+pub(super) fn clock(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..=59 => format!("{s}s"),

@@ -181,7 +181,12 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     if let Some(w) = &watch {
         w.set_bar(&bar.bar);
     }
-    super::interrupt::watch(&dir);
+    super::interrupt::watch_draining(
+        &dir,
+        backend.admission(),
+        backend.activity(),
+        args.max_new_tokens,
+    );
     if !args.quiet {
         print_start(&dir, workload.as_ref(), Some(&backend.describe()));
         if let Some(bounds) = backend.memory_bounds() {
@@ -205,7 +210,13 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     if let Some(t) = &traffic {
         super::served::after_run(t);
     }
-    print_outcome(&outcome?, &dir);
+    let outcome = outcome?;
+    if outcome.interrupted {
+        // A first Ctrl-C: the work in flight is journaled; the reports wait for the resume.
+        eprintln!("{}", super::interrupt::interrupted(&dir));
+        std::process::exit(130);
+    }
+    print_outcome(&outcome, &dir);
     Ok(dir)
 }
 

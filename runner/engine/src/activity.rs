@@ -3,7 +3,7 @@
 //! decoding, and the tokens generated so far, as counters a backend sets while it
 //! works and another thread reads.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Counters a backend updates as it works; cheap to set from the decode loop.
 #[derive(Debug, Default)]
@@ -12,6 +12,9 @@ pub struct Activity {
     prompt_total: AtomicU64,
     rows: AtomicU64,
     tokens: AtomicU64,
+    /// Set by a first Ctrl-C: the backend starts no new prompt and lets the rows it is
+    /// decoding finish (see [`Activity::stop_admitting`]).
+    draining: AtomicBool,
 }
 
 /// One reading of [`Activity`].
@@ -47,6 +50,18 @@ impl Activity {
     pub fn idle(&self) {
         self.prefilling(0, 0);
         self.decoding(0);
+    }
+
+    /// No new prompt starts from now on: the rows decoding (and the prompts being
+    /// prefilled) finish and are handed over, the waiting ones are left for a resume,
+    /// and the call returns once the rows in flight are done.
+    pub fn stop_admitting(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether new prompts may still start (no [`Activity::stop_admitting`] yet).
+    pub fn admitting(&self) -> bool {
+        !self.draining.load(Ordering::Relaxed)
     }
 
     pub fn read(&self) -> Reading {

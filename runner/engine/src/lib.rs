@@ -205,6 +205,14 @@ pub trait Backend {
         None
     }
 
+    /// Where a first Ctrl-C says to start no new work ([`activity::Activity::stop_admitting`]):
+    /// the call under way then returns once its rows (or requests) in flight are done.
+    /// By default the backend's [`Backend::activity`]; None for a backend whose calls end
+    /// at once (a baseline), which an interrupt stops outright.
+    fn admission(&self) -> Option<std::sync::Arc<activity::Activity>> {
+        self.activity()
+    }
+
     /// All samples of `requests`, ordered by request then seed.
     fn generate(&mut self, requests: &[Request]) -> Result<Vec<Sample>, EngineError> {
         let mut out = Vec::new();

@@ -26,6 +26,7 @@ mod hostile_mirror;
 mod hostile_models;
 mod http_stub;
 mod integrity_round4;
+mod interrupt_drain;
 mod journal_format;
 mod pins;
 mod probe_abstention;

@@ -166,6 +166,9 @@ pub struct Outcome {
     pub batch: Option<runner_engine::batch::BatchStats>,
     /// Samples of the plan kept as failed and not answered since (see [`RunOptions`]).
     pub failed: usize,
+    /// The backend was told to start no new work (a first Ctrl-C) and the run stopped
+    /// once the work in flight was journaled; no reports were written.
+    pub interrupted: bool,
 }
 
 /// How a run treats what earlier invocations left.
@@ -235,8 +238,11 @@ pub fn execute_with(
     let pending = pending_after(jobs, &done, (&failed_log, options));
     let by_id: HashMap<&RequestId, &Job> = jobs.iter().map(|j| (&j.request.id, j)).collect();
     let batch = backend.preferred_batch().max(1);
+    // A first Ctrl-C tells the backend to start nothing new; the loop stops with it.
+    let admission = backend.admission();
+    let admitting = || admission.as_ref().is_none_or(|a| a.admitting());
     let mut start = 0;
-    while start < pending.len() {
+    while start < pending.len() && admitting() {
         let end = call_end(&pending, start, batch);
         let before_call = backend.batch_stats();
         let mut sink = CallSink {
@@ -263,9 +269,12 @@ pub fn execute_with(
     // Each pending request holds a copy of its prompt (240 MB for the full sweep): gone
     // before the journal is read back for the reports.
     drop(pending);
-
-    let (summary, failed_note, failed) =
-        write_reports(workload, dir, label, &planned, &failed_log)?;
+    let interrupted = !admitting();
+    let (summary, failed_note, failed) = if interrupted {
+        (String::new(), String::new(), 0)
+    } else {
+        write_reports(workload, dir, label, &planned, &failed_log)?
+    };
     Ok(Outcome {
         running,
         recovered: recovered.records.len(),
@@ -277,6 +286,7 @@ pub fn execute_with(
             .batch_stats()
             .map(|b| b.since(&batch_before.unwrap_or_default())),
         failed,
+        interrupted,
     })
 }
 

@@ -70,6 +70,8 @@ pub struct ServedBackend {
     server_deterministic: bool,
     /// The server's `/models` entry for the model, less what changes between calls.
     server_model: Value,
+    /// Its admitting flag only: a first Ctrl-C lets the requests in flight finish.
+    admission: Arc<crate::activity::Activity>,
 }
 
 impl ServedBackend {
@@ -180,6 +182,7 @@ impl ServedBackend {
             concurrency: opts.concurrency.max(1),
             server_deterministic: opts.server_deterministic,
             server_model,
+            admission: Arc::default(),
         })
     }
 
@@ -355,6 +358,10 @@ impl Backend for ServedBackend {
         (self.concurrency * 4).max(16)
     }
 
+    fn admission(&self) -> Option<Arc<crate::activity::Activity>> {
+        Some(self.admission.clone())
+    }
+
     fn generate_each(
         &mut self,
         requests: &[Request],
@@ -404,11 +411,12 @@ impl Backend for ServedBackend {
             for _ in 0..wanted {
                 let tx = tx.clone();
                 let (next, stop, work, payloads) = (&next, &stop, &work, &payloads);
+                let admission = &*this.admission;
                 let spawned = std::thread::Builder::new()
                     .name("served-request".into())
                     .stack_size(WORKER_STACK)
                     .spawn_scoped(scope, move || {
-                        while !stop.load(Ordering::Relaxed) {
+                        while !stop.load(Ordering::Relaxed) && admission.admitting() {
                             let Some(&(i, seed)) = work.get(next.fetch_add(1, Ordering::Relaxed))
                             else {
                                 break;

@@ -146,6 +146,13 @@ impl<'a> Batch<'a, '_> {
     /// Takes waiting prompts in, in order, while the scheduler admits them beside the
     /// rows decoding and the prompts being prefilled.
     fn admit(&mut self) -> Result<(), EngineError> {
+        if !self.engine.activity.admitting() {
+            // Draining (a first Ctrl-C): the prompts still waiting are left for a resume.
+            for i in self.queue.drain(..) {
+                self.waiting_rows -= self.pending[i].0.seeds.len();
+            }
+            return Ok(());
+        }
         let running = self.places.iter().flatten().map(Row::demand);
         let per_token = self.policy.kv_bytes_per_token;
         let alive = AliveKv {

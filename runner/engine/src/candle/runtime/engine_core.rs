@@ -166,7 +166,8 @@ impl Engine {
             .map(|(r, p)| Demand::of(r, p.len()))
             .collect();
         let mut start = 0;
-        while start < pending.len() {
+        // Draining (a first Ctrl-C): the group decoding finishes, no new one starts.
+        while start < pending.len() && self.activity.admitting() {
             let end = self.policy().group_end(&demands, start);
             let group: Vec<&Request> = pending[start..end].iter().map(|(r, _)| r).collect();
             let prompts: Vec<Vec<u32>> =
