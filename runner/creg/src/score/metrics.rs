@@ -130,7 +130,14 @@ pub fn score_belief(parsed: &Parsed<BeliefAnswer>, r: &BeliefReference) -> Belie
         };
     };
     let supporting = ids(&a.supporting_evidence);
-    let stated = a.contradictions.first();
+    // An active contradiction is a conflict between two or more claims: a list holding an
+    // entry with fewer than two distinct ids breaks the field's shape, so the field fails
+    // (neither a detection nor a true negative) while the other fields are scored.
+    let malformed = a
+        .contradictions
+        .iter()
+        .any(|c| ids(&c.involved_evidence_ids).len() < 2);
+    let stated = a.contradictions.first().filter(|_| !malformed);
     let localized = r
         .contradiction
         .as_ref()
@@ -141,6 +148,7 @@ pub fn score_belief(parsed: &Parsed<BeliefAnswer>, r: &BeliefReference) -> Belie
                 == Some(type_name(ContradictionType::SameEpochValueConflict))
         })
     });
+    let (for_state, against_state) = attributed(a, r.state);
     BeliefScore {
         category: parsed.category.name(),
         contract_failure: parsed.category.is_failure(),
@@ -155,11 +163,28 @@ pub fn score_belief(parsed: &Parsed<BeliefAnswer>, r: &BeliefReference) -> Belie
         top_state_correct: a.top_state == r.state,
         entity_grounded: a.target == format!("{}.{}", r.entity_id, r.attribute),
         leaked: supporting.intersection(&r.must_not_support).count(),
-        supporting: Prf::of(&supporting, &r.supporting),
-        contradicting: Prf::of(&ids(&a.contradicting_evidence), &r.contradicting),
-        contradiction_detected: a.contradictions.is_empty() != r.contradiction.is_some(),
+        supporting: Prf::of(&for_state, &r.supporting),
+        contradicting: Prf::of(&against_state, &r.contradicting),
+        contradiction_detected: !malformed
+            && a.contradictions.is_empty() != r.contradiction.is_some(),
         contradiction_localized: localized,
         contradiction_type_correct: type_correct,
+    }
+}
+
+/// The ids the answer attributes to the reference's top state and to the other state.
+/// Supporting ids favour the answer's own top state and contradicting ids the other one,
+/// so an answer whose top state is the opposite of the reference's has its lists swapped,
+/// and one that says undetermined attributes nothing to either physical state. Where the
+/// reference is undetermined it attributes nothing, and every listed id is compared as
+/// listed (against the reference's empty lists).
+fn attributed(a: &BeliefAnswer, reference: ReferenceState) -> (Ids, Ids) {
+    let (sup, con) = (ids(&a.supporting_evidence), ids(&a.contradicting_evidence));
+    match (reference.physical(), a.top_state.physical()) {
+        (None, _) => (sup, con),
+        (Some(r), Some(t)) if r == t => (sup, con),
+        (Some(_), Some(_)) => (con, sup),
+        (Some(_), None) => (Ids::new(), Ids::new()),
     }
 }
 
@@ -479,3 +504,7 @@ impl ExplanationScore {
         ]
     }
 }
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;
