@@ -38,7 +38,7 @@ dl.definitions dt{font-weight:bold}dl.definitions dd{margin:0}\
 .conversation td,.conversation th{border-bottom:1px solid #eee;padding:3px 8px;text-align:left;vertical-align:top}\
 .conversation tr.current{background:#eef4ff}.conversation td{overflow-wrap:anywhere}.conversation td:first-child{min-width:220px}\
 .outcome-correct,.outcome-abstain{color:#1a7f1a;font-weight:bold}\
-.outcome-stale,.outcome-other,.outcome-over_abstain,.outcome-hallucinated,.outcome-no_answer,.outcome-empty,.outcome-wrong{color:#b3261e;font-weight:bold}\
+.outcome-stale,.outcome-leak,.outcome-other,.outcome-over_abstain,.outcome-hallucinated,.outcome-no_answer,.outcome-empty,.outcome-wrong{color:#b3261e;font-weight:bold}\
 </style>";
 
 /// One table as HTML: each cell its estimate (linked to its samples), interval and n.

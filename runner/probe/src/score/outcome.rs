@@ -2,6 +2,7 @@
 
 use crate::chains::{chain, AnswerKind};
 use crate::record::{loose_key, Contradicted, Gold, PitItem, PitQuery, ProbeItem};
+use crate::replay::{parse_date, replay_pit};
 pub use crate::response::ProbeResponse;
 use crate::score::claim::PromptEcho;
 use crate::score::matching::{aliases, read_reply, Alias, Answer, Reading};
@@ -15,8 +16,12 @@ pub enum Outcome {
     Correct,
     /// Abstained where the gold is "unknown" (abstention credit).
     Abstain,
-    /// Answered the value before the final turn.
+    /// Answered the value before the final turn; at a point in time, a value that
+    /// held earlier and had been superseded by the reference time.
     Stale,
+    /// At a point in time: a value the conversation states only for a later time (a
+    /// later or the current value given for an earlier date).
+    Leak,
     /// Named another value, or several, where the gold is a value.
     Other,
     /// Abstained where the gold is a value.
@@ -37,6 +42,7 @@ impl Outcome {
             Outcome::Correct => "correct",
             Outcome::Abstain => "abstain",
             Outcome::Stale => "stale",
+            Outcome::Leak => "leak",
             Outcome::Other => "other",
             Outcome::OverAbstain => "over_abstain",
             Outcome::Hallucinated => "hallucinated",
@@ -235,11 +241,54 @@ pub fn score_pit_query(item: &PitItem, query: &PitQuery, answer: &Answer) -> Que
         }
         _ => classify(&r, gold, None),
     };
+    let outcome = match outcome {
+        Outcome::Other | Outcome::Hallucinated => match pit_timing(item, query, &values, &r) {
+            Some(Timing::Earlier) => Outcome::Stale,
+            Some(Timing::Later) => Outcome::Leak,
+            None => outcome,
+        },
+        o => o,
+    };
     let corrected_first = item.oracle_facts.iter().flatten().any(|f| f.is_correction);
     QueryScore {
         outcome,
         retracted_leak: corrected_first && !values.is_empty() && r.mentioned.contains(&0),
         current_leak: values.len() > 1 && r.mentioned.contains(&(values.len() - 1)),
+    }
+}
+
+/// When the one value a reply names holds, relative to a query's reference time.
+enum Timing {
+    /// It held before the reference time and had ended by then (not voided).
+    Earlier,
+    /// It holds only from after the reference time.
+    Later,
+}
+
+/// The timing of the single value `r` names, from the replayed facts; `None` when it
+/// names several, none, or a value the facts do not date.
+fn pit_timing(item: &PitItem, query: &PitQuery, values: &[String], r: &Reading) -> Option<Timing> {
+    let named = match r.mentioned.iter().collect::<Vec<_>>().as_slice() {
+        [one] if !r.names_other => values.get(**one)?,
+        _ => return None,
+    };
+    let records = replay_pit(item).ok()?;
+    let t = parse_date(&query.reference_time, "reference_time").ok()?;
+    let own: Vec<_> = records
+        .iter()
+        .filter(|x| loose_key(&x.object) == loose_key(named))
+        .collect();
+    if own.is_empty() {
+        return None;
+    }
+    // A value a correction voided was still stated for its dates: before them it is a
+    // leak; after them it is a retracted value (see `retracted_leak`), not a stale one.
+    if own.iter().all(|x| x.start > t) {
+        Some(Timing::Later)
+    } else if own.iter().all(|x| !x.void && x.end.is_some_and(|e| e <= t)) {
+        Some(Timing::Earlier)
+    } else {
+        None
     }
 }
 
@@ -378,6 +427,7 @@ mod tests {
         assert!(s.retracted_leak && !s.current_leak);
         let s = score_pit_query(it, q, &Answer::text(&values[2]));
         assert!(s.current_leak && !s.retracted_leak);
+        assert_eq!(s.outcome, Outcome::Leak);
         assert_eq!(
             score_pit_query(it, q, &Answer::text(&values[1])).outcome,
             Outcome::Correct
@@ -387,10 +437,40 @@ mod tests {
             score_pit_query(it, before, &Answer::text("Nothing yet, unknown")).outcome,
             Outcome::Abstain
         );
+        // A value stated later, given for a date before any fact, leaks it (it was
+        // `hallucinated` before: it is not invented). So does the voided first value.
         assert_eq!(
             score_pit_query(it, before, &Answer::text(&values[0])).outcome,
+            Outcome::Leak
+        );
+        assert_eq!(
+            score_pit_query(it, before, &Answer::text("Zanzibar Corp")).outcome,
             Outcome::Hallucinated
         );
+    }
+
+    #[test]
+    fn pit_superseded_value_is_stale_and_a_later_one_leaks() {
+        let items = generate_pit();
+        let it = items
+            .iter()
+            .find(|i| i.scenario == Scenario::DoubleUpdate)
+            .unwrap();
+        let values = pit_values(it);
+        let outcome =
+            |j: usize, text: &str| score_pit_query(it, &it.queries[j], &Answer::text(text)).outcome;
+        assert_eq!(it.queries[2].gold, Gold::Value(values[1].clone()));
+        // After the second fact, the first (superseded) value is stale, not `other`.
+        assert_eq!(outcome(2, &values[0]), Outcome::Stale);
+        assert_eq!(outcome(2, &values[1]), Outcome::Correct);
+        assert_eq!(outcome(2, &values[2]), Outcome::Leak);
+        // Before any fact, every stated value is a leak.
+        for v in &values {
+            assert_eq!(outcome(0, v), Outcome::Leak, "{v}");
+        }
+        // Between the first and second facts, the second value leaks.
+        assert_eq!(outcome(1, &values[1]), Outcome::Leak);
+        assert_eq!(outcome(1, &values[0]), Outcome::Correct);
     }
 
     #[test]
