@@ -81,7 +81,7 @@ fn figures_on_stand_ins_only_are_a_dash_with_the_count() {
         assert_eq!(cell, &nothing, "{headline:?}");
     }
     // The contract-failure rate is a real figure, over every sample.
-    assert_eq!(headline[11], format!("1.000 [1.000, 1.000] (n = {n})"));
+    assert_eq!(headline[13], format!("1.000 [1.000, 1.000] (n = {n})"));
     let revision = row(&md, "## Belief revision", "weak / full_graph");
     for cell in &revision[1..6] {
         assert_eq!(cell, &nothing, "{revision:?}");
@@ -131,7 +131,7 @@ fn the_contract_fail_column_covers_an_endpoint_only_run() {
     let headline = row(&md, "## Headline", "weak / full_graph");
     // 4 of 6 scenarios' three endpoint answers failed.
     assert!(
-        headline[11].starts_with("0.667 [") && headline[11].ends_with("] (n = 18)"),
+        headline[13].starts_with("0.667 [") && headline[13].ends_with("] (n = 18)"),
         "{headline:?}"
     );
     assert!(
@@ -193,4 +193,61 @@ fn an_empty_plot_says_why() {
     let single = aggregate(&samples(&suite, "full_graph", is_belief, None), &suite);
     let forest = plots::forest(&single, "belief", "top_state_accuracy");
     assert!(forest.contains("no paired conditions"), "{forest}");
+}
+
+#[test]
+fn the_contradiction_task_has_its_own_column_beside_the_belief_derived_one() {
+    use crate::score::reference::EndpointReference;
+    // The belief answers are the oracle's; the contradiction task's miss every real
+    // conflict and invent one wherever there is none.
+    let suite = scenarios(12);
+    let mut all = samples(&suite, "full_graph", is_belief, None);
+    for s in &suite {
+        let present = EndpointReference::of(s).contradiction_present;
+        let reply = if present {
+            r#"{"contradiction_present": false, "contradiction_type": null, "involved_evidence_ids": [], "resolution_status": null}"#
+        } else {
+            r#"{"contradiction_present": true, "contradiction_type": "same_epoch_value_conflict", "involved_evidence_ids": ["obs-1", "obs-2"], "resolution_status": "active"}"#
+        };
+        let q = Question::Contradiction;
+        let score = score_text(s, q, reply, FinishReason::Stop).unwrap();
+        all.push(Scored::new("weak", "full_graph", 42, s, q, score));
+    }
+    let a = aggregate(&all, &suite);
+    let (md, page) = reports(&a);
+    let header = md[md.find("## Headline").unwrap()..]
+        .lines()
+        .find(|l| l.starts_with("| model"))
+        .unwrap()
+        .to_string();
+    let labels: Vec<&str> = header
+        .split(" | ")
+        .map(|c| c.trim_matches('|').trim())
+        .collect();
+    let at = |label: &str| {
+        labels
+            .iter()
+            .position(|l| *l == label)
+            .unwrap_or_else(|| panic!("{label}: {header}"))
+    };
+    let headline = row(&md, "## Headline", "weak / full_graph");
+    let n = suite.len();
+    assert!(
+        headline[at("contra. det.")].starts_with("1.000 [1.000, 1.000]"),
+        "{headline:?}"
+    );
+    assert_eq!(
+        headline[at("contradiction task")],
+        format!("0.000 [0.000, 0.000] ({n} of {n} answered)")
+    );
+    assert!(
+        headline[at("contradiction task loc.")].starts_with("0.000 ["),
+        "{headline:?}"
+    );
+    // The note says which samples each column is computed from, in both reports.
+    for text in [&md, &page] {
+        assert!(text.contains("contra. det. is computed from the belief samples"));
+        assert!(text.contains("contradiction task is the contradiction endpoint task"));
+    }
+    assert!(page.contains("data-cell=\"weak|full_graph|contradiction|detection|\""));
 }

@@ -9,7 +9,7 @@ use crate::report::summary::CONTRAST_METRICS;
 use crate::report::{
     contrast_answered, contrast_href, distinct_contrasts, escape, exploratory, failed,
     models_conditions, plots, series_label, Basis, ReportInputs, EXPLORATORY_NOTE, HEADLINE,
-    LOG_LOSS_NOTE, REVISION,
+    HEADLINE_NOTE, LOG_LOSS_NOTE, REVISION,
 };
 use crate::score::aggregate::{Aggregate, ALL_TASKS, CONTRACT_FAILURE};
 use runner_core::report::page::{samples_href, Page};
@@ -130,7 +130,11 @@ pub fn creg_page(a: &Aggregate, inputs: &ReportInputs) -> std::io::Result<String
     page.section(
         "headline",
         "Headline",
-        &figures_table(a, &rows, &HEADLINE, links),
+        &format!(
+            "{}<p class=\"note\" id=\"headline-note\">{}</p>",
+            figures_table(a, &rows, &HEADLINE, links),
+            escape(HEADLINE_NOTE)
+        ),
     );
     let revision: Vec<(&str, &str, &str)> =
         REVISION.iter().map(|(m, l)| ("belief", *m, *l)).collect();

@@ -10,6 +10,7 @@ pub mod failed;
 mod honest_tests;
 pub mod html;
 pub mod plots;
+pub mod samples;
 pub mod summary;
 pub mod tables;
 #[cfg(test)]
@@ -26,20 +27,28 @@ use runner_core::stats::bootstrap::Estimate;
 use std::path::{Path, PathBuf};
 
 /// The headline columns: (task, metric, label). The contract-fail column pools every
-/// task of the run: an endpoint-only run has no belief task to take it from.
-pub const HEADLINE: [(&str, &str, &str); 11] = [
+/// task of the run: an endpoint-only run has no belief task to take it from. The
+/// belief-derived contradiction column and the contradiction task's stand side by side
+/// (see [`HEADLINE_NOTE`]).
+pub const HEADLINE: [(&str, &str, &str); 13] = [
     ("belief", "top_state_accuracy", "top state"),
     ("belief", "abs_error", "abs error"),
     ("belief", "brier", "Brier"),
     ("belief", "supporting_f1", "support F1"),
     ("belief", "leakage", "leakage"),
     ("belief", "contradiction_detection", "contra. det."),
+    ("contradiction", "detection", "contradiction task"),
+    ("contradiction", "localization", "contradiction task loc."),
     ("action", "exact_match", "action exact"),
     ("action", "admissible", "admissible"),
     ("action", "unsafe", "unsafe"),
     ("explanation", "grounded", "grounded expl."),
     (ALL_TASKS, CONTRACT_FAILURE, "contract fail (all tasks)"),
 ];
+
+/// Under the headline wherever it is shown: which samples each contradiction column and
+/// support F1 are computed from.
+pub const HEADLINE_NOTE: &str = "contra. det. is computed from the belief samples (every prefix): a hit is an active contradiction listed where the reference has one, or an empty list where it has none, so true negatives make up most of it; an entry naming fewer than two evidence ids is not a detection. contradiction task is the contradiction endpoint task's detection (contradiction_present against the reference), over its own samples, one per scenario; contradiction task loc. its localization (the involved ids exactly the reference's), over the scenarios whose reference has a contradiction record; each with its answered count. support F1 scores the ids an answer attributes to the reference's top state (its supporting ids if it states that state, its contradicting ids if it states the other) against the reference's supporting evidence.";
 
 /// Belief-revision and calibration columns (belief task): (metric, label).
 pub const REVISION: [(&str, &str); 5] = [
@@ -215,6 +224,12 @@ pub fn write_reports(
     let mut written = Vec::new();
     for (name, body) in files {
         written.push(write_atomic(dir, name, body.as_bytes())?);
+    }
+    // The samples behind the figures, where the report has them (a run's or a rescore's;
+    // a baseline scored without the run loop has none).
+    if let Some(b) = inputs.browser {
+        let body = samples::jsonl(b)?;
+        written.push(write_atomic(dir, samples::SAMPLES_JSONL, body.as_bytes())?);
     }
     Ok(written)
 }

@@ -3,7 +3,7 @@
 use crate::record::Regime;
 use crate::report::{
     cell, cell_on, distinct_contrasts, exploratory, models_conditions, series_label, Provenance,
-    EXPLORATORY_NOTE, HEADLINE, LOG_LOSS_NOTE, REVISION,
+    EXPLORATORY_NOTE, HEADLINE, HEADLINE_NOTE, LOG_LOSS_NOTE, REVISION,
 };
 use crate::report::{contrast_answered, Basis};
 use crate::score::aggregate::{Aggregate, CONTRACT_FAILURE, RESAMPLES};
@@ -67,6 +67,7 @@ fn headline(out: &mut String, a: &Aggregate, rows: &Rows) {
         }
         out.push('\n');
     }
+    let _ = writeln!(out, "\n{HEADLINE_NOTE}");
 }
 
 /// The belief-revision and calibration metrics per model / condition.

@@ -92,8 +92,8 @@ pub fn tex(a: &Aggregate, title: &str) -> String {
         "% {}: tables for a paper. Needs \\usepackage{{booktabs}}.\n% Means with 95% bootstrap intervals clustered by scenario.\n\n",
         title
     );
-    // The headline is wide: two tables of at most six metrics each.
-    for (part, chunk) in HEADLINE.chunks(6).enumerate() {
+    // The headline is wide: two tables of at most seven metrics each.
+    for (part, chunk) in HEADLINE.chunks(HEADLINE.len().div_ceil(2)).enumerate() {
         let mut header = vec!["model / condition".to_string()];
         header.extend(chunk.iter().map(|(_, _, l)| latex_text(l)));
         let body: Vec<Vec<String>> = rows
