@@ -45,6 +45,7 @@ mod run_journal;
 mod run_probe;
 mod score_fuzz;
 mod score_reports;
+mod score_round5;
 mod served_endpoints;
 mod served_threads;
 
