@@ -21,7 +21,8 @@ use std::fmt::Write as _;
 /// window. Headers and labels wrap (a series label after an underscore too); a figure
 /// keeps its mean and its interval each on one line, the interval going under the mean
 /// where the column is narrow; text cells (reasons, excerpts) wrap anywhere. Only the
-/// tables with a column per series (by regime) may scroll, in their own box.
+/// tables with a column per series (by regime) may scroll, in their own box. The
+/// headline, with both contradiction columns, is packed tighter to fit.
 const CSS: &str = "
 table.figures th, table.figures td { white-space: normal; padding: 3px 6px; }
 table.figures thead th { vertical-align: bottom; }
@@ -31,6 +32,8 @@ table.figures td small.n { display: block; color: #555; white-space: normal; }
 table.figures.text td, table.figures.text th { text-align: left; overflow-wrap: anywhere; }
 table.figures.text code { white-space: pre-wrap; }
 div.wide { overflow-x: auto; max-width: 100%; }
+#headline table.figures th, #headline table.figures td { padding: 3px 3px; }
+#headline table.figures th[scope=row] { min-width: 7em; }
 ";
 
 /// Links into the sample browser: none where the page has no browser (a baseline's
