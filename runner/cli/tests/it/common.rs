@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The `runner` binary: `CREG_TEST_RUNNER` where the tests run away from the tree that
 /// built them (a bundle carried to a GPU machine, `scripts/gpu-bundle`), else cargo's.
@@ -116,4 +117,24 @@ pub fn write_suite_fixture(dir: &Path) {
         Some((corpus, creg::workload::SMOKE_VOCAB)),
     )
     .unwrap();
+}
+
+/// `cmd` run with its output captured, killed past a minute (a hang must fail the test,
+/// not stall the suite); returns the output and the time it took.
+pub fn within_a_minute(cmd: &mut Command) -> (Output, Duration) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = start.elapsed();
+    (child.wait_with_output().unwrap(), took)
 }

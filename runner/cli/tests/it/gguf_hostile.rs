@@ -5,11 +5,11 @@
 //! `runner generate` with exit 2 in a few seconds, naming the file and the key or
 //! tensor: no panic (101), no backtrace, no minutes of work.
 
-use super::common::{runner_exe, s, scratch_dir, text};
+use super::common::{runner_exe, s, scratch_dir, text, within_a_minute};
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 /// A metadata value as GGUF stores it.
 enum V {
@@ -127,32 +127,19 @@ impl Gguf {
 /// `runner generate` on `model` with RUST_BACKTRACE=1 (a backtrace must not print),
 /// killed past a minute; returns the output and the time it took.
 fn generate(model: &Path, extra: &[&str]) -> (Output, Duration) {
-    let mut child = Command::new(runner_exe())
-        .args([
-            "generate",
-            "--model",
-            s(model),
-            "--device",
-            "cpu",
-            "--greedy",
-        ])
-        .args(["--prompt", "hi", "--max-new-tokens", "4"])
-        .args(extra)
-        .env("RUST_BACKTRACE", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let took = start.elapsed();
-    (child.wait_with_output().unwrap(), took)
+    let mut cmd = Command::new(runner_exe());
+    cmd.args([
+        "generate",
+        "--model",
+        s(model),
+        "--device",
+        "cpu",
+        "--greedy",
+    ])
+    .args(["--prompt", "hi", "--max-new-tokens", "4"])
+    .args(extra)
+    .env("RUST_BACKTRACE", "1");
+    within_a_minute(&mut cmd)
 }
 
 /// The error of a file that must be refused: exit 2 within 10 s, no panic or

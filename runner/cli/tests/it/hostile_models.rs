@@ -3,12 +3,11 @@
 //! vocabulary, and chat templates that never end. Each is refused with an error that
 //! names the file and the field: exit 2, never a panic (101), an abort (134) or a hang.
 
-use super::common::{runner_exe, s, scratch, text};
+use super::common::{runner_exe, s, scratch, text, within_a_minute};
 use runner_engine::candle::fixture::{write_fixture, Arch, Size};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 /// A tiny Qwen2 fixture in its own scratch folder.
 fn fixture(name: &str) -> PathBuf {
@@ -51,31 +50,19 @@ fn generate(model: &Path, extra: &[&str]) -> Output {
 }
 
 fn generate_with(model: &Path, prompt: &str, max_new: &str, extra: &[&str]) -> Output {
-    let mut child = Command::new(runner_exe())
-        .args([
-            "generate",
-            "--model",
-            s(model),
-            "--device",
-            "cpu",
-            "--greedy",
-        ])
-        .args(["--prompt", prompt, "--max-new-tokens", max_new])
-        .args(extra)
-        .env_remove("RUST_BACKTRACE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
+    let mut cmd = Command::new(runner_exe());
+    cmd.args([
+        "generate",
+        "--model",
+        s(model),
+        "--device",
+        "cpu",
+        "--greedy",
+    ])
+    .args(["--prompt", prompt, "--max-new-tokens", max_new])
+    .args(extra)
+    .env_remove("RUST_BACKTRACE");
+    within_a_minute(&mut cmd).0
 }
 
 /// The error of a run that must be refused: exit 2 (an error, not a crash or a kill).
